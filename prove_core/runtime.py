@@ -1,0 +1,269 @@
+"""The session runtime: live sessions of a server and the fast in-process executor.
+
+``ServerRuntime`` holds one server's sessions. ``call(session_id, tool, args)`` is the fast
+path synthesis, rewards and rollouts use: look the session up (an unknown id gets a fresh
+session from the seed), validate the arguments against the published JSON Schema, run the
+tool atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
+The MCP path calls this same method, so both paths give the same result or the same error.
+
+``Environment`` puts several runtimes behind one name space; with more than one server the
+tool names get the ``<server>_`` prefix that ``prove serve`` uses when it mounts servers.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import fastjsonschema
+
+from prove_core.errors import ErrorCode, Internal, InvalidArgument, ResourceExhausted, ToolError, UnknownTool
+from prove_core.toolkit.server import Server, ToolSpec
+from prove_core.toolkit.state import Snapshot, State
+
+DEFAULT_TTL_S = 3600.0
+DEFAULT_MAX_SESSIONS = 100_000
+
+
+@attrs.frozen
+class ToolResult:
+    """The outcome of one tool call: ``data`` on success, ``error`` (``{code, reason, message}``)
+    on failure. ``structured`` is exactly the MCP ``structuredContent`` of the same call."""
+
+    data: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+    @property
+    def structured(self) -> dict[str, Any]:
+        return self.error if self.error is not None else self.data  # type: ignore[return-value]
+
+    @property
+    def code(self) -> str | None:
+        return None if self.error is None else self.error["code"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"is_error": self.is_error, "content": self.structured}
+
+
+def invalid_argument(exc: fastjsonschema.JsonSchemaValueException) -> InvalidArgument:
+    path = ".".join(str(p) for p in exc.path[1:]) or "(arguments)"
+    message = exc.message.replace("data.", "", 1) if exc.message.startswith("data.") else exc.message
+    return InvalidArgument(f"invalid arguments: {message}", reason="SCHEMA_VIOLATION", field=path, rule=exc.rule)
+
+
+class Session:
+    __slots__ = ("id", "state", "seed", "last_used", "lock")
+
+    def __init__(self, session_id: str, state: State, seed: int) -> None:
+        self.id = session_id
+        self.state = state
+        self.seed = seed
+        self.last_used = time.monotonic()
+        self.lock = threading.Lock()
+
+
+class ServerRuntime:
+    """Sessions of one server plus the fast executor.
+
+    Sessions are created from a cached seed snapshot, so creating or resetting one costs the
+    same whatever the size of the seed data. Idle sessions expire after ``ttl_s``; at most
+    ``max_sessions`` live at once (expired ones are evicted first, then the least recently used
+    one when ``evict_lru`` is true, otherwise a RESOURCE_EXHAUSTED error is raised).
+    """
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        seed: int = 0,
+        options: Any = None,
+        ttl_s: float = DEFAULT_TTL_S,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        evict_lru: bool = True,
+    ) -> None:
+        self.server = server
+        self.seed = seed
+        self.options = options if options is not None else server.options_type()
+        self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
+        self.evict_lru = evict_lru
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._seed_snapshots: dict[int, Snapshot] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<ServerRuntime {self.server.name} seed={self.seed} sessions={len(self._sessions)}>"
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    # -- sessions ------------------------------------------------------------------------------
+    def seed_snapshot(self, seed: int | None = None) -> Snapshot:
+        seed = self.seed if seed is None else seed
+        snap = self._seed_snapshots.get(seed)
+        if snap is None:
+            snap = self.server.build_state(seed, self.options).snapshot()
+            self._seed_snapshots[seed] = snap
+        return snap
+
+    def new_session(self, *, seed: int | None = None, snapshot: Snapshot | None = None, session_id: str | None = None) -> str:
+        """Start a session from the seed (or from ``snapshot``); returns its unguessable id."""
+        seed = self.seed if seed is None else seed
+        snap = snapshot if snapshot is not None else self.seed_snapshot(seed)
+        sid = session_id or secrets.token_urlsafe(18)
+        with self._lock:
+            self._make_room()
+            self._sessions[sid] = Session(sid, State.from_snapshot(snap), seed)
+        return sid
+
+    def fork(self, session_id: str) -> str:
+        """A new session whose state is a copy of this session's current state."""
+        return self.new_session(snapshot=self.session(session_id).state.snapshot(), seed=self.session(session_id).seed)
+
+    def reset(self, session_id: str) -> None:
+        session = self.session(session_id)
+        with session.lock:
+            session.state.restore(self.seed_snapshot(session.seed))
+
+    def close(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def session(self, session_id: str) -> Session:
+        """The live session with this id; an unknown id gets a fresh session from the seed."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            self.new_session(session_id=session_id)
+            session = self._sessions[session_id]
+        else:
+            self._sessions.move_to_end(session_id)
+        session.last_used = time.monotonic()
+        return session
+
+    def state(self, session_id: str) -> State:
+        return self.session(session_id).state
+
+    def state_hash(self, session_id: str) -> str:
+        return self.session(session_id).state.state_hash()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
+
+    def evict_expired(self) -> int:
+        cutoff = time.monotonic() - self.ttl_s
+        expired = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
+        for sid in expired:
+            self._sessions.pop(sid, None)
+        return len(expired)
+
+    def _make_room(self) -> None:
+        if len(self._sessions) < self.max_sessions:
+            return
+        self.evict_expired()
+        if len(self._sessions) < self.max_sessions:
+            return
+        if not self.evict_lru:
+            raise ResourceExhausted(
+                f"{self.server.name}: {self.max_sessions} live sessions; close one or raise max_sessions",
+                reason="TOO_MANY_SESSIONS",
+            )
+        self._sessions.popitem(last=False)
+
+    # -- the fast path -----------------------------------------------------------------------
+    def specs(self) -> list[ToolSpec]:
+        return self.server.specs()
+
+    def call(self, session_id: str, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        """Run one tool call on one session; never raises for anything the call itself did."""
+        tool_def = self.server.tools.get(tool)
+        if tool_def is None:
+            err = UnknownTool(f"{self.server.name} has no tool {tool!r}", reason="UNKNOWN_TOOL", tool=tool)
+            return ToolResult(error=err.to_dict())
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            err = InvalidArgument("arguments must be a JSON object", reason="SCHEMA_VIOLATION")
+            return ToolResult(error=err.to_dict())
+        try:
+            args = tool_def.validate(dict(arguments))
+        except fastjsonschema.JsonSchemaValueException as exc:
+            return ToolResult(error=invalid_argument(exc).to_dict())
+        session = self.session(session_id)
+        with session.lock:
+            state = session.state
+            before = state.snapshot()
+            try:
+                data = tool_def.fn(state, **args)
+            except ToolError as exc:
+                state.restore(before)
+                return ToolResult(error=exc.to_dict())
+            except Exception as exc:  # a bug in a tool must not take the server down
+                state.restore(before)
+                err = Internal(f"{self.server.name}.{tool} failed: {type(exc).__name__}: {exc}", reason="TOOL_CRASHED")
+                return ToolResult(error=err.to_dict())
+            if not tool_def.spec.annotations.read_only:
+                state.advance_clock()
+        if not isinstance(data, dict):
+            data = {"result": data}
+        return ToolResult(data=data)
+
+
+class Environment:
+    """One or several server runtimes behind one tool name space (prefixed when several)."""
+
+    def __init__(self, runtimes: Iterable[ServerRuntime]) -> None:
+        self.runtimes = {rt.name: rt for rt in runtimes}
+        if not self.runtimes:
+            raise ValueError("an environment needs at least one server")
+        self.prefixed = len(self.runtimes) > 1
+        self._routes: dict[str, tuple[ServerRuntime, str]] = {}
+        for rt in self.runtimes.values():
+            for name in rt.server.tools:
+                self._routes[self.public_name(rt.name, name)] = (rt, name)
+
+    def public_name(self, server: str, tool: str) -> str:
+        return f"{server}_{tool}" if self.prefixed else tool
+
+    def specs(self) -> list[ToolSpec]:
+        out = []
+        for rt in self.runtimes.values():
+            for spec in rt.specs():
+                out.append(attrs.evolve(spec, name=self.public_name(rt.name, spec.name)))
+        return out
+
+    def new_session(self, session_id: str | None = None) -> str:
+        sid = session_id or secrets.token_urlsafe(18)
+        for rt in self.runtimes.values():
+            rt.new_session(session_id=sid)
+        return sid
+
+    def close(self, session_id: str) -> None:
+        for rt in self.runtimes.values():
+            rt.close(session_id)
+
+    def state_hash(self, session_id: str) -> str:
+        return "|".join(f"{n}:{rt.state_hash(session_id)}" for n, rt in sorted(self.runtimes.items()))
+
+    def call(self, session_id: str, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        route = self._routes.get(tool)
+        if route is None:
+            err = UnknownTool(f"no tool named {tool!r}", reason="UNKNOWN_TOOL", tool=tool)
+            return ToolResult(error=err.to_dict())
+        runtime, name = route
+        return runtime.call(session_id, name, arguments)
+
+
+__all__ = ["Environment", "ErrorCode", "ServerRuntime", "Session", "ToolResult"]

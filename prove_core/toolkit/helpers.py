@@ -1,0 +1,39 @@
+"""Small shared shapes for tool bodies: paging, money, dates, guards with typed errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from prove_core.errors import FailedPrecondition, InvalidArgument
+
+MAX_PAGE_SIZE = 100
+
+
+def paginate(items: Sequence[dict[str, Any]], *, limit: int = 20, offset: int = 0, key: str = "items") -> dict[str, Any]:
+    """One page of ``items``: ``{key: [...], "total": n, "next_offset": k | None}``."""
+    if offset < 0:
+        raise InvalidArgument("offset must be >= 0", reason="BAD_OFFSET")
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    page = list(items[offset : offset + limit])
+    nxt = offset + limit if offset + limit < len(items) else None
+    return {key: page, "total": len(items), "next_offset": nxt}
+
+
+def money(value: float) -> float:
+    """Round to cents the way a ledger would (banker's rounding is not what users expect)."""
+    return float(f"{value + (1e-9 if value >= 0 else -1e-9):.2f}")
+
+
+def parse_date(value: str, field: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument(f"{field} must be a date like 2026-03-01, got {value!r}", reason="BAD_DATE", field=field) from None
+
+
+def require(condition: bool, message: str, *, reason: str, error: type = FailedPrecondition, **details: Any) -> None:
+    """Raise a typed error (FAILED_PRECONDITION by default) unless ``condition`` holds."""
+    if not condition:
+        raise error(message, reason=reason, **details)

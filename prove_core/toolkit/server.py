@@ -1,0 +1,231 @@
+"""Declaring a server: its state, its seed, and its tools as typed Python functions.
+
+::
+
+    bank = Server("banking", domain="finance", state=BankState, seed=build_bank,
+                  description="Retail bank accounts, transfers and cards.")
+
+    @bank.tool(read_only=True, reads=["account"], examples=[lambda s: {"account_id": ...}])
+    def get_balance(state: BankState, account_id: Annotated[str, ref("account", "The account.")]) -> dict:
+        '''Current and available balance of one account.'''
+        ...
+
+The function signature becomes the JSON Schema both call paths publish and validate against
+(pydantic generates it; a compiled validator checks every call). The first parameter receives
+the session's state. Entity metadata (``reads``/``produces``/``mutates`` and ``ref`` on
+parameters) is what later stages use to build the dependency graph.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import fastjsonschema
+import pydantic
+from pydantic.fields import FieldInfo
+
+from prove_core.toolkit.state import State
+
+ENTITY_KEY = "x-prove-entity"
+
+Example = Mapping[str, Any] | Callable[[State], Mapping[str, Any]]
+
+
+def ref(entity: str, description: str, **field_kwargs: Any) -> FieldInfo:
+    """A parameter that holds the id of an existing ``entity`` (shown as ``x-prove-entity``)."""
+    return pydantic.Field(description=description, json_schema_extra={ENTITY_KEY: entity}, **field_kwargs)
+
+
+@attrs.frozen(kw_only=True)
+class ToolAnnotations:
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+    def to_mcp(self) -> dict[str, bool]:
+        return {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """What a client sees of a tool: name, description, parameter schema, annotations, and the
+    entity metadata PROVE adds (which entity types it reads, produces and mutates)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    annotations: ToolAnnotations
+    reads: tuple[str, ...] = ()
+    produces: tuple[str, ...] = ()
+    mutates: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def entity_params(self) -> dict[str, str]:
+        """Parameter name → entity type, for parameters declared with ``ref``."""
+        props = self.parameters.get("properties", {})
+        return {name: p[ENTITY_KEY] for name, p in props.items() if ENTITY_KEY in p}
+
+
+@attrs.define(kw_only=True)
+class ToolDef:
+    spec: ToolSpec
+    fn: Callable[..., Any]
+    validate: Callable[[dict[str, Any]], dict[str, Any]]
+    examples: tuple[Example, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@attrs.frozen(kw_only=True)
+class NoOptions:
+    """Servers without seed options use this empty options class."""
+
+
+class Server:
+    """A stateful tool server: a state type, a deterministic seed function and typed tools.
+
+    ``seed(rng, options)`` builds the initial state; ``rng`` is a ``random.Random`` seeded from
+    the session seed, ``options`` an instance of ``options`` (an attrs class, filled from the
+    ``[servers.options]`` table of an experiment config).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        domain: str,
+        description: str,
+        state: type[State],
+        seed: Callable[[random.Random, Any], State],
+        options: type = NoOptions,
+        version: str = "1",
+    ) -> None:
+        self.name = name
+        self.domain = domain
+        self.description = description
+        self.state_type = state
+        self.seed_fn = seed
+        self.options_type = options
+        self.version = version
+        self.tools: dict[str, ToolDef] = {}
+
+    def __repr__(self) -> str:
+        return f"<Server {self.name} ({len(self.tools)} tools)>"
+
+    def build_state(self, seed: int, options: Any = None) -> State:
+        rng = random.Random(f"{self.name}:{seed}")
+        state = self.seed_fn(rng, options if options is not None else self.options_type())
+        if not isinstance(state, self.state_type):
+            raise TypeError(f"seed function of {self.name!r} must return {self.state_type.__name__}")
+        return state
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec for t in self.tools.values()]
+
+    def tool(
+        self,
+        *,
+        read_only: bool = False,
+        destructive: bool = False,
+        idempotent: bool | None = None,
+        reads: Sequence[str] = (),
+        produces: Sequence[str] = (),
+        mutates: Sequence[str] = (),
+        errors: Sequence[str] = (),
+        examples: Sequence[Example] = (),
+        name: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a function as a tool. ``errors`` lists the reasons it can fail with, for the
+        catalog; ``examples`` are arguments valid on a fresh seed state (dicts, or callables that
+        compute them from the state), used by the conformance kit to reach every tool."""
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            tool_name = name or fn.__name__
+            if tool_name in self.tools:
+                raise ValueError(f"server {self.name!r} already has a tool named {tool_name!r}")
+            description = inspect.cleandoc(fn.__doc__ or "").strip()
+            if not description:
+                raise ValueError(f"tool {self.name}.{tool_name} needs a docstring (its description)")
+            parameters = schema_from_signature(fn)
+            annotations = ToolAnnotations(
+                read_only=read_only,
+                destructive=destructive,
+                idempotent=read_only if idempotent is None else idempotent,
+            )
+            spec = ToolSpec(
+                name=tool_name,
+                description=description,
+                parameters=parameters,
+                annotations=annotations,
+                reads=tuple(reads),
+                produces=tuple(produces),
+                mutates=tuple(mutates),
+                errors=tuple(errors),
+            )
+            self.tools[tool_name] = ToolDef(
+                spec=spec, fn=fn, validate=fastjsonschema.compile(parameters), examples=tuple(examples)
+            )
+            return fn
+
+        return decorate
+
+
+def _strip_titles(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_titles(v) for k, v in node.items() if k != "title"}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
+    """JSON Schema of a tool's parameters (all but the first, which receives the state).
+
+    Optional parameters keep their Python default out of the schema when it is ``None`` so the
+    validator never injects nulls; ``additionalProperties`` is false, so unknown keys are errors.
+    """
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            raise TypeError(f"tool {fn.__name__}: parameter {p.name} must be a plain named parameter")
+        annotation = hints.get(p.name, Any)
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (annotation, default)
+    model = pydantic.create_model(f"{fn.__name__}_args", **fields)  # type: ignore[call-overload]
+    schema = _strip_titles(model.model_json_schema())
+    if "$defs" in schema:
+        raise TypeError(f"tool {fn.__name__}: use Literal[...] for enums, not Enum classes or models")
+    for prop in schema.get("properties", {}).values():
+        if prop.get("default", 0) is None:
+            del prop["default"]
+        # `X | None = None` becomes anyOf[X, null]; a tool argument is simply omitted instead.
+        any_of = prop.get("anyOf")
+        if any_of and {"type": "null"} in any_of and len(any_of) == 2:
+            (other,) = [s for s in any_of if s != {"type": "null"}]
+            del prop["anyOf"]
+            prop.update(other)
+    schema["additionalProperties"] = False
+    schema.setdefault("required", [])
+    schema.setdefault("properties", {})
+    return schema

@@ -1,0 +1,251 @@
+"""Session state: tables of records in persistent maps, so a fork is O(number of tables).
+
+A server declares its state as a ``State`` subclass with ``Table`` attributes::
+
+    class BankState(State):
+        accounts = Table("account", prefix="acc")
+        payees = Table("payee", prefix="pye")
+
+Every table is an ``immutables.Map`` (a hash array mapped trie). Records are plain dicts that
+are never changed in place: ``update`` stores a new dict. Because nothing is shared mutably,
+``snapshot()`` and ``State.from_snapshot()`` only copy the small dict of table references —
+the cost does not grow with the number of records — and thousands of sessions forked from one
+seed share its records in memory. The same property gives atomic tool calls: the executor
+takes a snapshot before a call and restores it if the call raises.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import attrs
+import immutables
+
+from prove_core.errors import NotFound
+
+_CLOCK = "__clock__"
+_SALT = "__salt__"
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+
+
+@attrs.frozen
+class Snapshot:
+    """An immutable picture of a session's state: tables, counters and scalar variables."""
+
+    state_type: type[State]
+    tables: dict[str, immutables.Map]
+    counters: immutables.Map
+    vars: immutables.Map
+
+
+class Table:
+    """Declares one id-keyed table on a ``State`` subclass; reading it gives a ``Collection``."""
+
+    def __init__(self, entity: str, *, prefix: str) -> None:
+        self.entity = entity
+        self.prefix = prefix
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, state: State | None, owner: type) -> Any:
+        if state is None:
+            return self
+        return Collection(state, self)
+
+
+class Collection:
+    """A view of one table of one session. Reads return copies; writes replace records."""
+
+    __slots__ = ("_state", "_table")
+
+    def __init__(self, state: State, table: Table) -> None:
+        self._state = state
+        self._table = table
+
+    @property
+    def entity(self) -> str:
+        return self._table.entity
+
+    @property
+    def _map(self) -> immutables.Map:
+        return self._state._tables[self._table.name]
+
+    def _store(self, new_map: immutables.Map) -> None:
+        self._state._tables[self._table.name] = new_map
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._map
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.all())
+
+    def new_id(self) -> str:
+        return self._state.new_id(self._table.prefix)
+
+    def get(self, record_id: str) -> dict[str, Any]:
+        """The record with this id, or a typed NOT_FOUND naming the entity."""
+        record = self._map.get(record_id)
+        if record is None:
+            raise NotFound(
+                f"{self._table.entity} {record_id!r} does not exist",
+                reason=f"{self._table.entity.upper()}_NOT_FOUND",
+                id=record_id,
+            )
+        return _public(record)
+
+    def find(self, record_id: str) -> dict[str, Any] | None:
+        record = self._map.get(record_id)
+        return None if record is None else _public(record)
+
+    def all(self) -> list[dict[str, Any]]:
+        """All records in id order (ids are opaque; insertion order is kept in ``_seq``)."""
+        return [_public(r) for r in sorted(self._map.values(), key=_seq)]
+
+    def where(self, predicate: Callable[[dict[str, Any]], bool] | None = None, **equals: Any) -> list[dict[str, Any]]:
+        """Records matching every ``field=value`` and the optional predicate, in insertion order."""
+        out = []
+        for record in self._map.values():
+            if any(record.get(k) != v for k, v in equals.items()):
+                continue
+            if predicate is not None and not predicate(record):
+                continue
+            out.append(record)
+        out.sort(key=_seq)
+        return [_public(r) for r in out]
+
+    def first(self, predicate: Callable[[dict[str, Any]], bool] | None = None, **equals: Any) -> dict[str, Any] | None:
+        found = self.where(predicate, **equals)
+        return found[0] if found else None
+
+    def insert(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Store a new record; an ``id`` is assigned unless the record has one. Returns a copy."""
+        record = dict(record)
+        record.setdefault("id", self.new_id())
+        record["_seq"] = self._state.next_counter("_seq:" + self._table.name)
+        self._store(self._map.set(record["id"], record))
+        return _public(record)
+
+    def update(self, record_id: str, **changes: Any) -> dict[str, Any]:
+        current = self._map.get(record_id)
+        if current is None:
+            self.get(record_id)  # raises the typed NOT_FOUND
+        record = {**current, **changes}
+        self._store(self._map.set(record_id, record))
+        return _public(record)
+
+    def delete(self, record_id: str) -> dict[str, Any]:
+        record = self.get(record_id)
+        self._store(self._map.delete(record_id))
+        return _public(record)
+
+
+def _seq(record: dict[str, Any]) -> int:
+    return record.get("_seq", 0)
+
+
+def _public(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def public(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as a tool returns it: internal bookkeeping fields (``_seq``) removed."""
+    return _public(record)
+
+
+class State:
+    """Base class of every server's session state."""
+
+    _table_specs: ClassVar[dict[str, Table]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        specs: dict[str, Table] = {}
+        for klass in reversed(cls.__mro__):
+            for name, value in vars(klass).items():
+                if isinstance(value, Table):
+                    specs[name] = value
+        cls._table_specs = specs
+
+    def __init__(self, *, salt: str = "0", start: dt.datetime | None = None) -> None:
+        self._tables: dict[str, immutables.Map] = {name: immutables.Map() for name in self._table_specs}
+        self._counters = immutables.Map()
+        start = start or dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
+        self._vars = immutables.Map({_SALT: str(salt), _CLOCK: int(start.timestamp())})
+
+    # -- snapshots -------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        return Snapshot(type(self), dict(self._tables), self._counters, self._vars)
+
+    @classmethod
+    def from_snapshot(cls, snap: Snapshot) -> State:
+        state = snap.state_type.__new__(snap.state_type)
+        state._tables = dict(snap.tables)
+        state._counters = snap.counters
+        state._vars = snap.vars
+        return state
+
+    def restore(self, snap: Snapshot) -> None:
+        self._tables = dict(snap.tables)
+        self._counters = snap.counters
+        self._vars = snap.vars
+
+    # -- scalars, counters, ids, clock ------------------------------------------------------
+    def get_var(self, name: str, default: Any = None) -> Any:
+        return self._vars.get(name, default)
+
+    def set_var(self, name: str, value: Any) -> None:
+        self._vars = self._vars.set(name, value)
+
+    def next_counter(self, name: str) -> int:
+        value = self._counters.get(name, 0) + 1
+        self._counters = self._counters.set(name, value)
+        return value
+
+    def new_id(self, prefix: str) -> str:
+        """A deterministic but opaque id (``acc_7kq2m9xd``): same seed and calls, same ids."""
+        n = self.next_counter("id:" + prefix)
+        digest = hashlib.blake2b(f"{self._vars[_SALT]}:{prefix}:{n}".encode(), digest_size=8).digest()
+        value = int.from_bytes(digest, "big")
+        chars = []
+        for _ in range(8):
+            value, rem = divmod(value, 32)
+            chars.append(_ID_ALPHABET[rem])
+        return f"{prefix}_{''.join(chars)}"
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self._vars[_CLOCK], tz=dt.timezone.utc)
+
+    def today(self) -> dt.date:
+        return self.now().date()
+
+    def advance_clock(self, seconds: int = 60) -> None:
+        self._vars = self._vars.set(_CLOCK, self._vars[_CLOCK] + seconds)
+
+    # -- hashing ------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The whole state as plain JSON (tables by id, counters, variables), sorted."""
+        return {
+            "tables": {
+                name: {rid: self._tables[name][rid] for rid in sorted(self._tables[name].keys())}
+                for name in sorted(self._tables)
+            },
+            "counters": dict(sorted(self._counters.items())),
+            "vars": dict(sorted(self._vars.items())),
+        }
+
+    def state_hash(self) -> str:
+        """A stable sha256 of the state: equal across processes for equal states."""
+        blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def table_sizes(self) -> dict[str, int]:
+        return {name: len(m) for name, m in self._tables.items()}
