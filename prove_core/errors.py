@@ -91,5 +91,17 @@ class PluginError(ProveError):
     pass
 
 
+class DuplicateComponent(PluginError):
+    """Two plugins registered a component of the same kind under the same name."""
+
+
+class HookNameError(PluginError):
+    """A plugin defines a ``prove_*`` function that is not a known hook (usually a typo)."""
+
+
+class PluginHookFailed(PluginError):
+    """A plugin's registration hook raised; the plugin is dropped and reported by name."""
+
+
 class UnknownComponent(ProveError):
     pass

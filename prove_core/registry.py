@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from prove_core.errors import PluginError, UnknownComponent
+from prove_core.errors import DuplicateComponent, PluginError, UnknownComponent
 
 KINDS = ("servers", "samplers", "extractors", "teachers", "rewards", "perturbations", "trainers", "evaluators")
 
@@ -66,7 +66,7 @@ class Registry:
             key = (kind, name)
             if key in self._components:
                 other = self._components[key]
-                raise PluginError(
+                raise DuplicateComponent(
                     f"duplicate {kind[:-1]} name {name!r}: registered by {other.plugin!r} "
                     f"({other.distribution}) and by {plugin!r} ({distribution})"
                 )

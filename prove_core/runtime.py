@@ -60,6 +60,11 @@ def invalid_argument(exc: fastjsonschema.JsonSchemaValueException) -> InvalidArg
     return InvalidArgument(f"invalid arguments: {message}", reason="SCHEMA_VIOLATION", field=path, rule=exc.rule)
 
 
+def unknown_tool(name: str) -> ToolResult:
+    """The typed result of calling a tool that does not exist (same on every path)."""
+    return ToolResult(error=UnknownTool(f"no tool named {name!r}", reason="UNKNOWN_TOOL", tool=name).to_dict())
+
+
 class Session:
     __slots__ = ("id", "state", "seed", "last_used", "lock")
 
@@ -190,8 +195,7 @@ class ServerRuntime:
         """Run one tool call on one session; never raises for anything the call itself did."""
         tool_def = self.server.tools.get(tool)
         if tool_def is None:
-            err = UnknownTool(f"{self.server.name} has no tool {tool!r}", reason="UNKNOWN_TOOL", tool=tool)
-            return ToolResult(error=err.to_dict())
+            return unknown_tool(tool)
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
@@ -214,7 +218,9 @@ class ServerRuntime:
                 state.restore(before)
                 err = Internal(f"{self.server.name}.{tool} failed: {type(exc).__name__}: {exc}", reason="TOOL_CRASHED")
                 return ToolResult(error=err.to_dict())
-            if not tool_def.spec.annotations.read_only:
+            # The session clock ticks once per call that changed something, so timestamps order
+            # events while an idempotent repeat leaves the state hash alone.
+            if state.changed_since(before):
                 state.advance_clock()
         if not isinstance(data, dict):
             data = {"result": data}
@@ -260,8 +266,7 @@ class Environment:
     def call(self, session_id: str, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
         route = self._routes.get(tool)
         if route is None:
-            err = UnknownTool(f"no tool named {tool!r}", reason="UNKNOWN_TOOL", tool=tool)
-            return ToolResult(error=err.to_dict())
+            return unknown_tool(tool)
         runtime, name = route
         return runtime.call(session_id, name, arguments)
 

@@ -139,6 +139,8 @@ class Collection:
         if current is None:
             self.get(record_id)  # raises the typed NOT_FOUND
         record = {**current, **changes}
+        if record == current:  # no-op updates leave the state (and its hash) untouched
+            return _public(record)
         self._store(self._map.set(record_id, record))
         return _public(record)
 
@@ -246,6 +248,12 @@ class State:
         """A stable sha256 of the state: equal across processes for equal states."""
         blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
+
+    def changed_since(self, snap: Snapshot) -> bool:
+        """True if any table, counter or variable differs from ``snap`` (identity checks)."""
+        if self._counters is not snap.counters or self._vars is not snap.vars:
+            return True
+        return any(self._tables[name] is not snap.tables.get(name) for name in self._tables)
 
     def table_sizes(self) -> dict[str, int]:
         return {name: len(m) for name, m in self._tables.items()}

@@ -1,0 +1,207 @@
+"""The ``prove`` command line.
+
+Every listing command takes ``--json``. A user error (bad config, unknown server, malformed
+arguments) prints one ``error: ...`` line on stderr and exits 1. Nothing here imports torch:
+heavy components are registered lazily and imported only by the stage that runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from prove_core import logging as prove_logging
+from prove_core.errors import ProveError
+
+
+def _plugins() -> Any:
+    from prove_core.plugins import get_plugins
+
+    return get_plugins()
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--log-json", is_flag=True, help="Log one JSON object per line (for log shippers).")
+@click.option("--log-level", default="warning", show_default=True, help="debug, info, warning or error.")
+@click.version_option(package_name="prove", prog_name="prove")
+def cli(log_json: bool, log_level: str) -> None:
+    """PROVE: train and evaluate tool-using models on live, stateful MCP servers."""
+    try:
+        prove_logging.configure(json=log_json, level=log_level)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--log-level") from None
+
+
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def plugins_cmd(as_json: bool) -> None:
+    """List every registered component: name, kind and providing distribution."""
+    plugins = _plugins()
+    comps = plugins.registry.components()
+    if as_json:
+        _echo_json({
+            "components": [
+                {"name": c.name, "kind": c.kind[:-1], "plugin": c.plugin, "distribution": c.distribution, "summary": c.summary}
+                for c in comps
+            ],
+            "failures": [{"plugin": f.plugin, "distribution": f.distribution, "error": f.error} for f in plugins.failures],
+        })
+        return
+    _table([[c.kind[:-1], c.name, c.distribution, c.summary[:60]] for c in comps], ["kind", "name", "distribution", "summary"])
+    for f in plugins.failures:
+        click.echo(f"failed to load plugin {f.plugin} ({f.distribution}): {f.error}", err=True)
+
+
+@cli.group("servers")
+def servers_cmd() -> None:
+    """Inspect and call the registered tool servers."""
+
+
+def _server(name: str) -> Any:
+    return _plugins().registry.load("servers", name)
+
+
+@servers_cmd.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def servers_list(as_json: bool) -> None:
+    """Each server: name, domain and number of tools."""
+    registry = _plugins().registry
+    rows = []
+    for comp in registry.components("servers"):
+        server = registry.load("servers", comp.name)
+        rows.append({"name": server.name, "domain": server.domain, "tools": len(server.tools), "distribution": comp.distribution})
+    if as_json:
+        _echo_json(rows)
+        return
+    _table([[r["name"], r["domain"], str(r["tools"]), r["distribution"]] for r in rows], ["name", "domain", "tools", "distribution"])
+    click.echo(f"{len(rows)} servers, {sum(r['tools'] for r in rows)} tools")
+
+
+@servers_cmd.command("tools")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the tools in OpenAI function format.")
+def servers_tools(name: str, as_json: bool) -> None:
+    """The tools of server NAME (OpenAI function format with --json)."""
+    server = _server(name)
+    if as_json:
+        _echo_json([spec.to_openai() for spec in server.specs()])
+        return
+    rows = []
+    for spec in server.specs():
+        a = spec.annotations
+        flags = "read-only" if a.read_only else ("destructive" if a.destructive else "write")
+        rows.append([spec.name, flags, spec.description.split("\n")[0][:70]])
+    _table(rows, ["tool", "kind", "description"])
+
+
+@servers_cmd.command("call")
+@click.argument("name")
+@click.argument("tool")
+@click.option("--args", "args_json", default="{}", show_default=True, help="Tool arguments as a JSON object.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the fresh session.")
+def servers_call(name: str, tool: str, args_json: str, seed: int) -> None:
+    """Call TOOL of server NAME once on a fresh session and print the result as JSON.
+
+    Exits 1 with the typed error ({code, reason, message}) when the call fails.
+    """
+    from prove_core.runtime import ServerRuntime
+
+    try:
+        args = json.loads(args_json)
+    except json.JSONDecodeError as exc:
+        raise ProveError(f"--args is not valid JSON: {exc}") from None
+    runtime = ServerRuntime(_server(name), seed=seed)
+    result = runtime.call(runtime.new_session(), tool, args)
+    _echo_json(result.structured)
+    if result.is_error:
+        sys.exit(1)
+
+
+@cli.command("serve")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", default=8000, show_default=True, type=int, help="HTTP port.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of every new session.")
+@click.option("--token", envvar="PROVE_TOKEN", default=None, help="Require this bearer token on HTTP (env PROVE_TOKEN).")
+@click.option("--ttl", default=3600.0, show_default=True, type=float, help="Idle seconds before a session expires.")
+@click.option("--max-sessions", default=100_000, show_default=True, type=int, help="Live sessions kept at most.")
+def serve_cmd(names: tuple[str, ...], transport: str, host: str, port: int, seed: int, token: str | None, ttl: float, max_sessions: int) -> None:
+    """Serve one or more servers over MCP. Several are mounted with <server>_ prefixes.
+
+    Send the session id in the request's _meta.session_id (or the X-Prove-Session header over
+    HTTP); calls without one share the 'default' session.
+    """
+    from prove_core.runtime import ServerRuntime
+    from prove_core.serving import serve
+
+    if len(set(names)) != len(names):
+        raise ProveError("a server is named twice")
+    runtimes = [ServerRuntime(_server(n), seed=seed, ttl_s=ttl, max_sessions=max_sessions) for n in names]
+    if transport == "http":
+        click.echo(f"serving {', '.join(names)} on http://{host}:{port}/mcp", err=True)
+    serve(runtimes, transport=transport, host=host, port=port, token=token)
+
+
+@cli.command("audit")
+@click.argument("name")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def audit_cmd(name: str, seed: int, as_json: bool) -> None:
+    """Run the conformance kit against server NAME and report what holds. Exits 1 on failures."""
+    from prove_core.testing.conformance import audit
+
+    report = audit(_server(name), seed=seed)
+    if as_json:
+        _echo_json(report.to_json())
+    else:
+        for check in report.checks:
+            mark = "ok  " if check.ok else "FAIL"
+            click.echo(f"{mark} {check.name}: {check.detail}")
+        click.echo(f"{name}: {report.passed}/{len(report.checks)} checks passed")
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command("run")
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+def run_cmd(config: str | None) -> None:
+    """Run every stage CONFIG names, in order (the embedded quickstart config if omitted)."""
+    from prove_core.stages import run_experiment
+
+    summary = run_experiment(config, plugins=_plugins(), echo=click.echo)
+    if not summary["ok"]:
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="prove", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.exceptions.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(1)
+    except ProveError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Experiment configuration: TOML files structured with attrs + cattrs, in two phases.
+
+Phase 1 (``load_experiment``) structures the experiment shell — the sections the core knows.
+Phase 2 (``resolve``) runs after plugins are loaded and structures each plugin's own options
+(for example a server's seed options) with that plugin's attrs ``Config`` class. Unknown keys
+and wrong types are rejected in both phases, with the full path of the offending value:
+``$.servers[1].seed: expected int, got str``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.errors import BaseValidationError
+
+from prove_core.errors import ConfigError
+
+DEFAULT_CONFIG = "quickstart.toml"
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """One server of the experiment: which one, its seed, and its own seed options."""
+
+    name: str
+    seed: int = 0
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class SessionsConfig:
+    ttl_s: float = attrs.field(default=3600.0, validator=attrs.validators.gt(0))
+    max_sessions: int = attrs.field(default=100_000, validator=attrs.validators.gt(0))
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeStep:
+    """One scripted tool call. String arguments of the form ``${step.path}`` are replaced by a
+    value from an earlier step's result (see ``prove_core.episode``)."""
+
+    tool: str
+    args: dict[str, Any] = attrs.field(factory=dict)
+    id: str | None = None
+    expect_error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeConfig:
+    """A scripted multi-step episode on live sessions (the main job until training lands)."""
+
+    steps: list[EpisodeStep] = attrs.field(validator=attrs.validators.min_len(1))
+
+
+@attrs.frozen(kw_only=True)
+class Experiment:
+    name: str = "prove"
+    seed: int = 0
+    output_dir: str = "runs"
+    stages: list[str] = attrs.field(factory=lambda: ["episode"])
+    servers: list[ServerConfig] = attrs.field(validator=attrs.validators.min_len(1))
+    sessions: SessionsConfig = attrs.field(factory=SessionsConfig)
+    episode: EpisodeConfig | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.name
+
+
+def _strict(kind: type) -> Any:
+    def structure(value: Any, _type: Any) -> Any:
+        # bool is an int in Python; a TOML `true` is not a valid seed.
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(f"expected {kind.__name__}, got bool")
+        if kind is float and isinstance(value, int):
+            return float(value)
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return structure
+
+
+def make_converter() -> cattrs.Converter:
+    """A converter that rejects unknown keys and never coerces ("7" is not an int)."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for kind in (int, float, str, bool):
+        converter.register_structure_hook(kind, _strict(kind))
+    return converter
+
+
+CONVERTER = make_converter()
+
+
+def _messages(exc: BaseException, path: str) -> list[str]:
+    out = []
+    for line in cattrs.transform_error(exc, path=path, format_exception=_format_exception):
+        message, _, where = line.rpartition(" @ ")
+        out.append(f"{where}: {message}" if where else line)
+    return out
+
+
+def _format_exception(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, TypeError | ValueError) and str(exc):
+        return str(exc)
+    return cattrs.v.format_exception(exc, type_)
+
+
+def structure(data: Any, cls: type, *, path: str = "$") -> Any:
+    """Structure ``data`` into ``cls`` or raise ``ConfigError`` listing every bad path."""
+    try:
+        return CONVERTER.structure(data, cls)
+    except BaseValidationError as exc:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(_messages(exc, path))) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid config: {path}: {exc}") from None
+
+
+def parse_toml(text: str, source: str = "<config>") -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source} is not valid TOML: {exc}") from None
+
+
+def default_config_text() -> str:
+    return resources.files("prove_core.defaults").joinpath(DEFAULT_CONFIG).read_text()
+
+
+def load_experiment(source: str | Path | Mapping[str, Any] | None = None) -> Experiment:
+    """Phase 1: read a TOML file (or a dict; ``None`` = the embedded quickstart config)."""
+    if source is None:
+        data = parse_toml(default_config_text(), f"embedded {DEFAULT_CONFIG}")
+    elif isinstance(source, Mapping):
+        data = dict(source)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        data = parse_toml(path.read_text(), str(path))
+    return structure(data, Experiment)
+
+
+@attrs.frozen(kw_only=True)
+class ResolvedServer:
+    name: str
+    seed: int
+    options: Any  # an instance of the server's options class
+
+
+def resolve(experiment: Experiment, registry: Any) -> list[ResolvedServer]:
+    """Phase 2: check server names against the registry and structure each ``options`` table
+    with the server's own options class."""
+    from prove_core.errors import UnknownComponent
+
+    resolved, problems = [], []
+    for i, entry in enumerate(experiment.servers):
+        try:
+            server = registry.load("servers", entry.name)
+        except UnknownComponent as exc:
+            problems.append(f"$.servers[{i}].name: {exc}")
+            continue
+        try:
+            options = structure(entry.options, server.options_type, path=f"$.servers[{i}].options")
+        except ConfigError as exc:
+            problems.extend(line.strip() for line in str(exc).splitlines()[1:])
+            continue
+        resolved.append(ResolvedServer(name=entry.name, seed=entry.seed, options=options))
+    names = [s.name for s in experiment.servers]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"$.servers: server {name!r} is listed more than once")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    return resolved

@@ -1,0 +1,169 @@
+"""Finding and loading plugins.
+
+Bundled plugins (our servers and glue) come from the explicit ``BUNDLED`` tuple, so they load
+even with autoload disabled. Third-party plugins are modules advertised in the entry-point
+namespace ``prove.plugins``; stevedore finds and imports them, and an import failure is
+recorded by name without breaking the other plugins. pluggy then calls each plugin's
+``prove_register_*`` hooks with a ``register`` callable into the ``Registry``.
+
+Environment switches:
+
+- ``PROVE_DISABLE_PLUGIN_AUTOLOAD=1`` — load only the bundled plugins;
+- ``PROVE_BLOCK_PLUGINS=name1,name2`` — skip these plugins (entry-point names or module names).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import types
+from importlib.metadata import entry_points
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import pluggy
+import structlog
+from stevedore import NamedExtensionManager
+
+from prove_core import hookspecs
+from prove_core.errors import HookNameError, PluginError, PluginHookFailed
+from prove_core.registry import KINDS, Registry
+
+NAMESPACE = "prove.plugins"
+BUNDLED = (
+    "prove_servers.banking",
+    "prove_servers.shopping",
+)
+AUTOLOAD_ENV = "PROVE_DISABLE_PLUGIN_AUTOLOAD"
+BLOCK_ENV = "PROVE_BLOCK_PLUGINS"
+
+log = structlog.get_logger()
+
+
+@attrs.frozen
+class LoadFailure:
+    plugin: str
+    distribution: str
+    error: str
+
+
+class _PluginManager(pluggy.PluginManager):
+    """Treats every ``prove_*`` function of a plugin as a hook implementation, decorated or
+    not, so a misspelled hook name fails ``check_pending`` instead of being ignored."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name.startswith("prove_") and isinstance(getattr(plugin, name, None), types.FunctionType):
+            opts = {}
+        return opts
+
+
+def _blocked() -> set[str]:
+    return {p.strip() for p in os.environ.get(BLOCK_ENV, "").split(",") if p.strip()}
+
+
+def _autoload_disabled() -> bool:
+    return os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+class Plugins:
+    """The loaded plugins and the registry their hooks filled."""
+
+    def __init__(self) -> None:
+        self.pm = _PluginManager("prove")
+        self.pm.add_hookspecs(hookspecs)
+        self.registry = Registry()
+        self.failures: list[LoadFailure] = []
+        self.distributions: dict[str, str] = {}
+
+    # -- loading ---------------------------------------------------------------------------
+    def load(self, *, bundled: Iterable[str] = BUNDLED, autoload: bool | None = None) -> Plugins:
+        blocked = _blocked()
+        for module_name in bundled:
+            if module_name in blocked:
+                continue
+            self.add(importlib.import_module(module_name), name=module_name, distribution="prove")
+        if autoload is None:
+            autoload = not _autoload_disabled()
+        if autoload:
+            self._load_entry_points(blocked)
+        return self
+
+    def _load_entry_points(self, blocked: set[str]) -> None:
+        def on_failure(_manager: Any, entrypoint: Any, exc: BaseException) -> None:
+            dist = getattr(getattr(entrypoint, "dist", None), "name", "?")
+            failure = LoadFailure(entrypoint.name, dist, f"{type(exc).__name__}: {exc}")
+            self.failures.append(failure)
+            log.warning("plugin failed to load", plugin=entrypoint.name, distribution=dist, error=failure.error)
+
+        # Blocked entry points are never imported (a broken plugin is often why one blocks it).
+        names = [
+            ep.name
+            for ep in entry_points(group=NAMESPACE)
+            if ep.name not in blocked and ep.value.split(":")[0] not in blocked
+        ]
+        manager = NamedExtensionManager(
+            namespace=NAMESPACE,
+            names=names,
+            invoke_on_load=False,
+            on_load_failure_callback=on_failure,
+            name_order=True,
+        )
+        for ext in manager:
+            dist = getattr(ext.entry_point, "dist", None)
+            dist_name = getattr(dist, "name", None) or "?"
+            try:
+                self.add(ext.plugin, name=ext.name, distribution=dist_name)
+            except PluginHookFailed as exc:
+                self.failures.append(LoadFailure(ext.name, dist_name, str(exc)))
+                log.warning("plugin rejected", plugin=ext.name, distribution=dist_name, error=str(exc))
+
+    def add(self, plugin: Any, *, name: str, distribution: str = "?") -> None:
+        """Register one plugin object (usually a module) and run its registration hooks."""
+        if self.pm.has_plugin(name) or self.pm.is_registered(plugin):
+            return
+        try:
+            self.pm.register(plugin, name=name)
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            if self.pm.has_plugin(name):
+                self.pm.unregister(name=name)
+            raise HookNameError(f"plugin {name!r}: {exc}") from exc
+        self.distributions[name] = distribution
+        # Call each registration hook of this plugin alone, so a failure names the plugin.
+        for kind in KINDS:
+            hook_name = f"prove_register_{kind}"
+            impl = getattr(plugin, hook_name, None)
+            if impl is None:
+                continue
+            register = self.registry.register_callable(kind, plugin=name, distribution=distribution)
+            try:
+                impl(register=register)
+            except PluginError:
+                self.remove(name)
+                raise
+            except Exception as exc:
+                self.remove(name)
+                raise PluginHookFailed(f"plugin {name!r} failed in {hook_name}: {type(exc).__name__}: {exc}") from exc
+
+    def remove(self, name: str) -> None:
+        self.registry.unregister_plugin(name)
+        if self.pm.has_plugin(name):
+            self.pm.unregister(name=name)
+        self.distributions.pop(name, None)
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+
+_DEFAULT: Plugins | None = None
+
+
+def get_plugins(*, reload: bool = False) -> Plugins:
+    """The process-wide plugin set, loaded on first use."""
+    global _DEFAULT
+    if _DEFAULT is None or reload:
+        _DEFAULT = Plugins().load()
+    return _DEFAULT

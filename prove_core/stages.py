@@ -1,0 +1,91 @@
+"""``prove run``: load an experiment, resolve it against the plugins, run its stages in order.
+
+Stages available now: ``episode`` (a scripted multi-step episode on live sessions). The
+synthesis, reward, training and evaluation stages join this table as they land.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from prove_core.config import Experiment, load_experiment, resolve
+from prove_core.episode import run_episode
+from prove_core.errors import ConfigError
+from prove_core.model import JsonlWriter, to_json
+from prove_core.runtime import Environment, ServerRuntime
+
+log = structlog.get_logger()
+
+
+def build_environment(experiment: Experiment, plugins: Any) -> Environment:
+    runtimes = []
+    for entry in resolve(experiment, plugins.registry):
+        runtimes.append(
+            ServerRuntime(
+                plugins.registry.load("servers", entry.name),
+                seed=entry.seed,
+                options=entry.options,
+                ttl_s=experiment.sessions.ttl_s,
+                max_sessions=experiment.sessions.max_sessions,
+            )
+        )
+    return Environment(runtimes)
+
+
+def _episode_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
+    if experiment.episode is None:
+        raise ConfigError("$.episode: the 'episode' stage needs an [episode] section with steps")
+    result = run_episode(env, experiment.episode, seed=experiment.seed, hooks=plugins.hook)
+    for step in result.steps:
+        mark = "ok  " if step.ok else "FAIL"
+        shown = step.result.structured
+        text = json.dumps(shown, sort_keys=True)
+        echo(f"{mark} {step.id:<12} {step.tool}({json.dumps(step.arguments, sort_keys=True)})")
+        echo(f"       -> {'error ' if step.result.is_error else ''}{text[:160]}{'...' if len(text) > 160 else ''}")
+    record = {
+        "id": f"{experiment.name}-episode",
+        "session_id": result.session_id,
+        "task": to_json(result.task),
+        "steps": [{"id": s.id, "tool": s.tool, "arguments": s.arguments, **s.result.to_dict()} for s in result.steps],
+        "final_state_hash": result.final_state_hash,
+        "ok": result.ok,
+    }
+    out = experiment.run_dir / "episode.jsonl"
+    out.unlink(missing_ok=True)
+    with JsonlWriter(out) as writer:
+        writer.write(record)
+    failed = sum(not s.ok for s in result.steps)
+    echo(f"episode: {len(result.steps)} calls, {failed} unexpected outcomes, "
+         f"{len(result.task.calls)} ground-truth steps with "
+         f"{sum(len(c.depends_on) for c in result.task.calls)} dependency edges; written to {out}")
+    return {"ok": result.ok, "calls": len(result.steps), "failed": failed, "output": str(out)}
+
+
+STAGES: dict[str, Callable[..., dict[str, Any]]] = {"episode": _episode_stage}
+
+
+def run_experiment(source: str | Path | None, *, plugins: Any, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    experiment = load_experiment(source)
+    unknown = [s for s in experiment.stages if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"$.stages: unknown stage(s) {unknown}; available: {sorted(STAGES)}")
+    env = build_environment(experiment, plugins)
+    structlog.contextvars.bind_contextvars(run=experiment.name)
+    echo(f"experiment {experiment.name!r}: servers {', '.join(env.runtimes)}; stages {', '.join(experiment.stages)}")
+    summary: dict[str, Any] = {"ok": True, "stages": {}}
+    for stage in experiment.stages:
+        started = time.perf_counter()
+        outcome = STAGES[stage](experiment, env, plugins, echo)
+        outcome["seconds"] = round(time.perf_counter() - started, 3)
+        summary["stages"][stage] = outcome
+        summary["ok"] = summary["ok"] and outcome["ok"]
+    experiment.run_dir.mkdir(parents=True, exist_ok=True)
+    (experiment.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    echo(f"{'done' if summary['ok'] else 'FAILED'}: summary in {experiment.run_dir / 'summary.json'}")
+    return summary

@@ -1,0 +1,1 @@
+"""The bundled stateful MCP servers (installed as ``prove_servers``), one module each."""
