@@ -83,7 +83,12 @@ class Plugins:
         for module_name in bundled:
             if module_name in blocked:
                 continue
-            self.add(importlib.import_module(module_name), name=module_name, distribution="prove")
+            try:
+                module = importlib.import_module(module_name)
+            except Exception as exc:  # reported by name; the other plugins still load
+                self._failed(module_name, "prove", exc)
+                continue
+            self.add(module, name=module_name, distribution="prove")
         if autoload is None:
             autoload = not _autoload_disabled()
         if autoload:
@@ -91,33 +96,35 @@ class Plugins:
         return self
 
     def _load_entry_points(self, blocked: set[str]) -> None:
-        def on_failure(_manager: Any, entrypoint: Any, exc: BaseException) -> None:
-            dist = getattr(getattr(entrypoint, "dist", None), "name", "?")
-            failure = LoadFailure(entrypoint.name, dist, f"{type(exc).__name__}: {exc}")
-            self.failures.append(failure)
-            log.warning("plugin failed to load", plugin=entrypoint.name, distribution=dist, error=failure.error)
-
         # Blocked entry points are never imported (a broken plugin is often why one blocks it).
-        names = [
-            ep.name
+        dists = {
+            ep.name: (ep.dist.name if ep.dist is not None else "?")
             for ep in entry_points(group=NAMESPACE)
             if ep.name not in blocked and ep.value.split(":")[0] not in blocked
-        ]
+        }
+
+        def on_failure(_manager: Any, entrypoint: Any, exc: BaseException) -> None:
+            self._failed(entrypoint.name, dists.get(entrypoint.name, "?"), exc)
+
+        # stevedore keeps a per-process cache of entry points; a reload must see new installs.
+        NamedExtensionManager.ENTRY_POINT_CACHE.pop(NAMESPACE, None)
         manager = NamedExtensionManager(
             namespace=NAMESPACE,
-            names=names,
+            names=list(dists),
             invoke_on_load=False,
             on_load_failure_callback=on_failure,
             name_order=True,
         )
         for ext in manager:
-            dist = getattr(ext.entry_point, "dist", None)
-            dist_name = getattr(dist, "name", None) or "?"
             try:
-                self.add(ext.plugin, name=ext.name, distribution=dist_name)
+                self.add(ext.plugin, name=ext.name, distribution=dists.get(ext.name, "?"))
             except PluginHookFailed as exc:
-                self.failures.append(LoadFailure(ext.name, dist_name, str(exc)))
-                log.warning("plugin rejected", plugin=ext.name, distribution=dist_name, error=str(exc))
+                self._failed(ext.name, dists.get(ext.name, "?"), exc)
+
+    def _failed(self, plugin: str, distribution: str, exc: BaseException) -> None:
+        error = str(exc) if isinstance(exc, PluginHookFailed) else f"{type(exc).__name__}: {exc}"
+        self.failures.append(LoadFailure(plugin, distribution, error))
+        log.warning("plugin failed to load", plugin=plugin, distribution=distribution, error=error)
 
     def add(self, plugin: Any, *, name: str, distribution: str = "?") -> None:
         """Register one plugin object (usually a module) and run its registration hooks."""

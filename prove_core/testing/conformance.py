@@ -23,6 +23,7 @@ import asyncio
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -73,13 +74,20 @@ class _Problems(list):
 
 
 def example_args(tool: ToolDef, runtime: ServerRuntime, session_id: str) -> Iterator[dict[str, Any]]:
-    for example in tool.examples:
-        yield dict(example(runtime.state(session_id)) if callable(example) else example)
+    """The tool's example arguments for this session. A callable example computes them from the
+    session's state and may prepare that state (e.g. create the loan a renewal needs), so the
+    arguments are only valid on the session they were computed on."""
+    for index in range(len(tool.examples)):
+        yield example_at(tool, runtime, session_id, index)
+
+
+def example_at(tool: ToolDef, runtime: ServerRuntime, session_id: str, index: int) -> dict[str, Any]:
+    example = tool.examples[index]
+    return dict(example(runtime.state(session_id)) if callable(example) else example)
 
 
 def check_schemas(server: Server, seed: int) -> Check:
     problems = _Problems()
-    import re
 
     for spec in server.specs():
         where = f"{server.name}.{spec.name}"
@@ -111,8 +119,10 @@ def check_reachable(server: Server, seed: int) -> Check:
         if not tool.examples:
             problems.append(f"{tool.name}: no example arguments")
             continue
-        for args in example_args(tool, rt, rt.new_session()):
-            result = rt.call(rt.new_session(), tool.name, args)
+        for i in range(len(tool.examples)):
+            sid = rt.new_session()
+            args = example_at(tool, rt, sid, i)
+            result = rt.call(sid, tool.name, args)
             if result.is_error:
                 problems.append(f"{tool.name}({json.dumps(args)}) failed: {result.error['reason']}: {result.error['message']}")
     return problems.verdict("reachable", f"all {len(server.tools)} tools succeed on their examples")
@@ -237,8 +247,9 @@ def check_annotations(server: Server, seed: int) -> Check:
     problems = _Problems()
     for tool in server.tools.values():
         ann = tool.spec.annotations
-        for args in example_args(tool, rt, rt.new_session()):
+        for i in range(len(tool.examples)):
             sid = rt.new_session()
+            args = example_at(tool, rt, sid, i)
             before = rt.state_hash(sid)
             rt.call(sid, tool.name, args)
             after_one = rt.state_hash(sid)
@@ -271,7 +282,9 @@ def check_path_equivalence(server: Server, seed: int) -> Check:
     expected: list[ToolResult] = []
     for i, tool in enumerate(server.tools.values()):
         sid = f"equivalence-{i}"
-        args_list = list(example_args(tool, fast, fast.new_session()))
+        args_list = list(example_args(tool, fast, sid))
+        if list(example_args(tool, served, sid)) != args_list:  # same preparation on both sides
+            problems.append(f"{tool.name}: examples are not deterministic")
         bad = next((a for label, a in bad_calls(tool, args_list[0] if args_list else {}) if label.endswith("wrong type")), None)
         for args in [*args_list, *([bad] if bad is not None else [])]:
             calls.append((sid, tool.name, args))

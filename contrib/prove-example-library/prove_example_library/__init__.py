@@ -1,0 +1,1 @@
+"""Example third-party PROVE plugin: a lending-library server and a sampler."""

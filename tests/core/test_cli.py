@@ -1,0 +1,92 @@
+"""The `prove` CLI as a user runs it: a real subprocess, exit codes, one-line errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def prove(*args, check=False, env=None):
+    env = {**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_servers_list_json_has_name_domain_and_tool_count():
+    rows = json.loads(prove("servers", "list", "--json", check=True).stdout)
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["banking"]["tools"] == 17 and by_name["banking"]["domain"] == "finance"
+    assert by_name["shopping"]["tools"] == 23 and by_name["shopping"]["domain"] == "commerce"
+
+
+def test_plugins_json_lists_components_with_distribution():
+    data = json.loads(prove("plugins", "--json", check=True).stdout)
+    servers = {c["name"]: c for c in data["components"] if c["kind"] == "server"}
+    assert servers["banking"]["distribution"] == "prove"
+    assert data["failures"] == []
+
+
+def test_tools_are_printed_in_openai_function_format():
+    tools = json.loads(prove("servers", "tools", "banking", "--json", check=True).stdout)
+    assert len(tools) == 17
+    for tool in tools:
+        assert tool["type"] == "function"
+        fn = tool["function"]
+        assert fn["name"] and fn["description"] and fn["parameters"]["type"] == "object"
+
+
+def test_call_prints_result_json_and_exits_zero():
+    out = prove("servers", "call", "banking", "find_customers", "--args", "{}", check=True).stdout
+    assert isinstance(json.loads(out), dict)
+
+
+def test_failed_call_prints_typed_error_and_exits_one():
+    proc = prove("servers", "call", "banking", "get_balance", "--args", '{"account_id": "acc_nope"}')
+    assert proc.returncode == 1
+    error = json.loads(proc.stdout)
+    assert error["code"] == "NOT_FOUND" and error["reason"] and error["message"]
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["servers", "call", "banking", "get_balance", "--args", "{not json"], "--args is not valid JSON"),
+        (["servers", "tools", "nope"], "no server named 'nope'"),
+        (["servers", "list", "--bogus"], "No such option"),
+        (["run", "/does/not/exist.toml"], "does not exist"),
+        (["serve", "banking", "banking"], "named twice"),
+    ],
+)
+def test_bad_input_gives_one_line_error_and_exit_one(args, fragment):
+    proc = prove(*args)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], proc.stderr
+
+
+def test_listing_never_imports_torch_or_trainers():
+    code = (
+        "import sys\n"
+        "from prove_core.cli import main\n"
+        "for argv in (['plugins', '--json'], ['servers', 'list', '--json']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'vllm', 'ray', 'openrlhf') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_help_is_helpful():
+    out = prove("--help", check=True).stdout
+    for command in ("plugins", "servers", "serve", "audit", "run"):
+        assert command in out
+    assert "_meta.session_id" in prove("serve", "--help", check=True).stdout

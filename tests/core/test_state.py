@@ -1,0 +1,103 @@
+import random
+
+import pytest
+
+from prove_core.errors import NotFound
+from prove_core.toolkit import State, Table
+from tests.support.toy import WalletOptions, server
+
+
+class Shop(State):
+    items = Table("item", prefix="itm")
+
+
+def test_insert_get_update_delete_roundtrip():
+    state = Shop(salt="s")
+    item = state.items.insert({"name": "lamp", "price": 10.0})
+    assert item["id"].startswith("itm_") and "_seq" not in item
+    assert state.items.get(item["id"]) == item
+    updated = state.items.update(item["id"], price=12.5)
+    assert updated["price"] == 12.5 and state.items.get(item["id"])["price"] == 12.5
+    state.items.delete(item["id"])
+    assert item["id"] not in state.items
+    with pytest.raises(NotFound) as err:
+        state.items.get(item["id"])
+    assert err.value.reason == "ITEM_NOT_FOUND"
+
+
+def test_reads_return_copies_so_callers_cannot_corrupt_state():
+    state = Shop()
+    item = state.items.insert({"name": "lamp"})
+    got = state.items.get(item["id"])
+    got["name"] = "changed"
+    assert state.items.get(item["id"])["name"] == "lamp"
+
+
+def test_where_keeps_insertion_order_and_filters():
+    state = Shop()
+    names = [f"n{i}" for i in range(20)]
+    for i, n in enumerate(names):
+        state.items.insert({"name": n, "even": i % 2 == 0})
+    assert [r["name"] for r in state.items.all()] == names
+    assert [r["name"] for r in state.items.where(even=True)] == names[::2]
+    assert state.items.first(lambda r: r["name"] == "n7")["name"] == "n7"
+
+
+def test_ids_are_deterministic_opaque_and_salted():
+    a, b, c = Shop(salt="1"), Shop(salt="1"), Shop(salt="2")
+    ids_a = [a.items.insert({})["id"] for _ in range(5)]
+    ids_b = [b.items.insert({})["id"] for _ in range(5)]
+    ids_c = [c.items.insert({})["id"] for _ in range(5)]
+    assert ids_a == ids_b and ids_a != ids_c
+    assert len(set(ids_a)) == 5 and not any(i.endswith("1") and i[-2:] == "01" for i in ids_a)
+
+
+def test_snapshot_fork_is_independent_and_shares_records():
+    state = Shop()
+    for i in range(100):
+        state.items.insert({"n": i})
+    snap = state.snapshot()
+    fork = State.from_snapshot(snap)
+    assert fork.state_hash() == state.state_hash()
+    fork.items.insert({"n": "new"})
+    assert len(fork.items) == 101 and len(state.items) == 100
+    # structural sharing: the untouched table of the fork is the very same map object
+    other = State.from_snapshot(snap)
+    assert other._tables["items"] is snap.tables["items"]
+
+
+def test_restore_undoes_writes_and_noop_update_changes_nothing():
+    state = Shop()
+    item = state.items.insert({"n": 1})
+    snap = state.snapshot()
+    h = state.state_hash()
+    state.items.update(item["id"], n=1)  # no-op
+    assert not state.changed_since(snap)
+    state.items.update(item["id"], n=2)
+    assert state.changed_since(snap) and state.state_hash() != h
+    state.restore(snap)
+    assert state.state_hash() == h
+
+
+def test_state_hash_depends_on_content_not_on_insertion_history():
+    s1, s2 = Shop(salt="x"), Shop(salt="x")
+    a = s1.items.insert({"n": 1})
+    s2.items.insert({"n": 1})
+    s1.items.update(a["id"], n=5)
+    s1.items.update(a["id"], n=1)
+    assert s1.state_hash() == s2.state_hash()
+
+
+def test_seeded_build_is_deterministic_and_sized_by_options():
+    assert server.build_state(3).state_hash() == server.build_state(3).state_hash()
+    assert server.build_state(3).state_hash() != server.build_state(4).state_hash()
+    assert len(server.build_state(0, WalletOptions(wallets=30)).wallets) == 30
+
+
+def test_clock_is_per_state_and_advances_only_when_asked():
+    state = Shop()
+    t0 = state.now()
+    state.advance_clock(120)
+    assert (state.now() - t0).total_seconds() == 120
+    assert Shop().now() == t0
+    assert isinstance(random.Random(0).random(), float)
