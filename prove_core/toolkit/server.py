@@ -189,12 +189,22 @@ class Server:
         return decorate
 
 
-def _strip_titles(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _strip_titles(v) for k, v in node.items() if k != "title"}
-    if isinstance(node, list):
-        return [_strip_titles(v) for v in node]
-    return node
+def _strip_titles(schema: Any) -> Any:
+    """Drop pydantic's generated ``title`` labels from a schema, but never a property that
+    happens to be called ``title``."""
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+            out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
+        else:
+            out[key] = _strip_titles(value)
+    return out
 
 
 def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -43,12 +43,21 @@ class Snapshot:
 
 
 class Table:
-    """Declares one id-keyed table on a ``State`` subclass; reading it gives a ``Collection``."""
+    """Declares one id-keyed table on a ``State`` subclass; reading it gives a ``Collection``.
 
-    def __init__(self, entity: str, *, prefix: str) -> None:
+    ``index`` names fields that ``where(field=value)`` should look up instead of scanning (for
+    example ``index=("account_id",)`` on transactions). Indexes are persistent maps too, kept
+    beside the table, so they fork for free and never enter the state hash.
+    """
+
+    def __init__(self, entity: str, *, prefix: str, index: tuple[str, ...] = ()) -> None:
         self.entity = entity
         self.prefix = prefix
+        self.index = tuple(index)
         self.name = ""
+
+    def index_key(self, field: str) -> str:
+        return f"{self.name}#{field}"
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -111,9 +120,17 @@ class Collection:
         return [_public(r) for r in sorted(self._map.values(), key=_seq)]
 
     def where(self, predicate: Callable[[dict[str, Any]], bool] | None = None, **equals: Any) -> list[dict[str, Any]]:
-        """Records matching every ``field=value`` and the optional predicate, in insertion order."""
+        """Records matching every ``field=value`` and the optional predicate, in insertion order.
+        An indexed field among ``equals`` narrows the candidates first."""
+        table = self._map
+        candidates: Any = table.values()
+        for field in self._table.index:
+            if field in equals:
+                bucket = self._state._tables[self._table.index_key(field)].get(_hashable(equals[field]))
+                candidates = [] if bucket is None else [table[rid] for rid in bucket]
+                break
         out = []
-        for record in self._map.values():
+        for record in candidates:
             if any(record.get(k) != v for k, v in equals.items()):
                 continue
             if predicate is not None and not predicate(record):
@@ -128,34 +145,71 @@ class Collection:
 
     def insert(self, record: dict[str, Any]) -> dict[str, Any]:
         """Store a new record; an ``id`` is assigned unless the record has one. Returns a copy."""
-        record = dict(record)
+        record = {k: _copy(v) for k, v in record.items()}
         record.setdefault("id", self.new_id())
         record["_seq"] = self._state.next_counter("_seq:" + self._table.name)
+        if record["id"] in self._map:
+            raise ValueError(f"{self._table.entity} {record['id']!r} already exists")
         self._store(self._map.set(record["id"], record))
+        self._reindex(None, record)
         return _public(record)
 
     def update(self, record_id: str, **changes: Any) -> dict[str, Any]:
         current = self._map.get(record_id)
         if current is None:
             self.get(record_id)  # raises the typed NOT_FOUND
-        record = {**current, **changes}
+        record = {**current, **{k: _copy(v) for k, v in changes.items()}}
         if record == current:  # no-op updates leave the state (and its hash) untouched
             return _public(record)
         self._store(self._map.set(record_id, record))
+        self._reindex(current, record)
         return _public(record)
 
     def delete(self, record_id: str) -> dict[str, Any]:
-        record = self.get(record_id)
+        self.get(record_id)  # the typed NOT_FOUND
+        record = self._map[record_id]
         self._store(self._map.delete(record_id))
+        self._reindex(record, None)
         return _public(record)
+
+    def _reindex(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        tables = self._state._tables
+        for field in self._table.index:
+            before = None if old is None else _hashable(old.get(field))
+            after = None if new is None else _hashable(new.get(field))
+            if old is not None and new is not None and before == after:
+                continue
+            key = self._table.index_key(field)
+            index = tables[key]
+            if old is not None:
+                bucket = index[before].delete(old["id"])
+                index = index.set(before, bucket) if len(bucket) else index.delete(before)
+            if new is not None:
+                index = index.set(after, index.get(after, immutables.Map()).set(new["id"], True))
+            tables[key] = index
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | None) else json.dumps(value, sort_keys=True)
 
 
 def _seq(record: dict[str, Any]) -> int:
     return record.get("_seq", 0)
 
 
+def _copy(value: Any) -> Any:
+    """A copy of nested JSON values; scalars are shared (immutable)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy(v) for v in value]
+    return value
+
+
 def _public(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if not k.startswith("_")}
+    # Nested lists and dicts are copied: the stored record is shared by every session forked
+    # from the same snapshot, so handing out a reference would let one caller corrupt them all.
+    return {k: _copy(v) if isinstance(v, dict | list) else v for k, v in record.items() if not k.startswith("_")}
 
 
 def public(record: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +232,11 @@ class State:
         cls._table_specs = specs
 
     def __init__(self, *, salt: str = "0", start: dt.datetime | None = None) -> None:
-        self._tables: dict[str, immutables.Map] = {name: immutables.Map() for name in self._table_specs}
+        self._tables: dict[str, immutables.Map] = {}
+        for name, table in self._table_specs.items():
+            self._tables[name] = immutables.Map()
+            for field in table.index:
+                self._tables[table.index_key(field)] = immutables.Map()
         self._counters = immutables.Map()
         start = start or dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
         self._vars = immutables.Map({_SALT: str(salt), _CLOCK: int(start.timestamp())})
@@ -238,7 +296,7 @@ class State:
         return {
             "tables": {
                 name: {rid: self._tables[name][rid] for rid in sorted(self._tables[name].keys())}
-                for name in sorted(self._tables)
+                for name in sorted(self._table_specs)
             },
             "counters": dict(sorted(self._counters.items())),
             "vars": dict(sorted(self._vars.items())),
@@ -256,4 +314,4 @@ class State:
         return any(self._tables[name] is not snap.tables.get(name) for name in self._tables)
 
     def table_sizes(self) -> dict[str, int]:
-        return {name: len(m) for name, m in self._tables.items()}
+        return {name: len(self._tables[name]) for name in self._table_specs}

@@ -41,7 +41,7 @@ def test_tools_are_printed_in_openai_function_format():
 
 
 def test_call_prints_result_json_and_exits_zero():
-    out = prove("servers", "call", "banking", "find_customers", "--args", "{}", check=True).stdout
+    out = prove("servers", "call", "banking", "find_customers", "--args", '{"query": "an"}', check=True).stdout
     assert isinstance(json.loads(out), dict)
 
 

@@ -101,3 +101,80 @@ def test_clock_is_per_state_and_advances_only_when_asked():
     assert (state.now() - t0).total_seconds() == 120
     assert Shop().now() == t0
     assert isinstance(random.Random(0).random(), float)
+
+
+class Ledger(State):
+    entries = Table("entry", prefix="ent", index=("account", "tags"))
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["insert", "update", "delete"]), st.integers(0, 30), st.sampled_from(["a", "b", "c", None])),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops)
+def test_indexed_where_always_equals_a_full_scan(operations):
+    state = Ledger()
+    ids = []
+    for op, n, account in operations:
+        if op == "insert" or not ids:
+            ids.append(state.entries.insert({"account": account, "n": n, "tags": [account]})["id"])
+        elif op == "update":
+            state.entries.update(ids[n % len(ids)], account=account, tags=[account, n])
+        else:
+            state.entries.delete(ids.pop(n % len(ids)))
+    fork = State.from_snapshot(state.snapshot())
+    for account in ("a", "b", "c", None):
+        scanned = [r for r in state.entries.all() if r["account"] == account]
+        assert state.entries.where(account=account) == scanned
+        assert fork.entries.where(account=account) == scanned
+        assert state.entries.where(account=account, n=3) == [r for r in scanned if r["n"] == 3]
+
+
+def test_indexes_do_not_enter_the_state_hash():
+    class Plain(State):
+        entries = Table("entry", prefix="ent")
+
+    class Indexed(State):
+        entries = Table("entry", prefix="ent", index=("account",))
+
+    a, b = Plain(salt="1"), Indexed(salt="1")
+    for state in (a, b):
+        state.entries.insert({"account": "x"})
+    assert a.state_hash() == b.state_hash()
+
+
+def test_nested_values_are_never_shared_with_the_stored_record():
+    state = Shop()
+    tags = ["a"]
+    item = state.items.insert({"tags": tags, "dims": {"w": 1}})
+    tags.append("leak")  # the caller's list
+    got = state.items.get(item["id"])
+    got["tags"].append("x")
+    got["dims"]["w"] = 99
+    fork = State.from_snapshot(state.snapshot())
+    assert fork.items.get(item["id"]) == {"id": item["id"], "tags": ["a"], "dims": {"w": 1}}
+
+
+def test_a_parameter_named_title_survives_schema_generation():
+    from typing import Annotated
+
+    from pydantic import Field
+
+    from prove_core.toolkit import Server
+
+    srv = Server("t", domain="d", description="d", state=Shop, seed=lambda rng, o: Shop())
+
+    @srv.tool()
+    def write(state: Shop, title: Annotated[str, Field(description="The title.")]) -> dict:
+        """Write."""
+        return {}
+
+    params = srv.tools["write"].spec.parameters
+    assert params["properties"]["title"] == {"description": "The title.", "type": "string"}
+    assert params["required"] == ["title"]
