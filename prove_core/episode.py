@@ -10,6 +10,7 @@ what the episode's ``Task`` records as ground truth.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -61,8 +62,12 @@ def _walk(value: Any, path: str, where: str) -> Any:
                 raise ConfigError(f"{where}: no key {key!r} in {type(value).__name__}")
             value = value[key]
         elif "=" in index:
-            field, _, wanted = index.partition("=")
-            matches = [v for v in value if isinstance(v, dict) and str(v.get(field)) == wanted] if isinstance(value, list) else []
+            field, _, raw = index.partition("=")
+            try:  # [expired=false], [count=2] compare as JSON values; anything else as a string
+                wanted = json.loads(raw)
+            except ValueError:
+                wanted = raw
+            matches = [v for v in value if isinstance(v, dict) and v.get(field) == wanted] if isinstance(value, list) else []
             if not matches:
                 raise ConfigError(f"{where}: no item with {field}={wanted}")
             value = matches

@@ -45,7 +45,7 @@ def _episode_stage(experiment: Experiment, env: Environment, plugins: Any, echo:
     for step in result.steps:
         mark = "ok  " if step.ok else "FAIL"
         shown = step.result.structured
-        text = json.dumps(shown, sort_keys=True)
+        text = json.dumps(shown, sort_keys=True, ensure_ascii=False)
         echo(f"{mark} {step.id:<12} {step.tool}({json.dumps(step.arguments, sort_keys=True)})")
         echo(f"       -> {'error ' if step.result.is_error else ''}{text[:160]}{'...' if len(text) > 160 else ''}")
     record = {
