@@ -22,8 +22,9 @@ def paginate(items: Sequence[dict[str, Any]], *, limit: int = 20, offset: int = 
 
 
 def money(value: float) -> float:
-    """Round to cents the way a ledger would (banker's rounding is not what users expect)."""
-    return float(f"{value + (1e-9 if value >= 0 else -1e-9):.2f}")
+    """Round to cents the way a ledger would (half away from zero, not banker's rounding);
+    ``+ 0.0`` turns the ``-0.0`` that rounding a tiny negative gives into ``0.0``."""
+    return float(f"{value + (1e-9 if value >= 0 else -1e-9):.2f}") + 0.0
 
 
 def parse_date(value: str, field: str) -> dt.date:

@@ -124,11 +124,17 @@ class Collection:
         An indexed field among ``equals`` narrows the candidates first."""
         table = self._map
         candidates: Any = table.values()
+        buckets = []
         for field in self._table.index:
             if field in equals:
                 bucket = self._state._tables[self._table.index_key(field)].get(_hashable(equals[field]))
-                candidates = [] if bucket is None else [table[rid] for rid in bucket]
-                break
+                if bucket is None:
+                    return []
+                buckets.append(bucket)
+        if buckets:  # walk the smallest bucket, keep ids present in every other one
+            buckets.sort(key=len)
+            smallest, others = buckets[0], buckets[1:]
+            candidates = [table[rid] for rid in smallest if all(rid in b for b in others)]
         out = []
         for record in candidates:
             if any(record.get(k) != v for k, v in equals.items()):
@@ -209,7 +215,12 @@ def _copy(value: Any) -> Any:
 def _public(record: dict[str, Any]) -> dict[str, Any]:
     # Nested lists and dicts are copied: the stored record is shared by every session forked
     # from the same snapshot, so handing out a reference would let one caller corrupt them all.
-    return {k: _copy(v) if isinstance(v, dict | list) else v for k, v in record.items() if not k.startswith("_")}
+    out = dict(record)
+    out.pop("_seq", None)  # the only internal field
+    for key, value in out.items():
+        if value.__class__ is dict or value.__class__ is list:
+            out[key] = _copy(value)
+    return out
 
 
 def public(record: dict[str, Any]) -> dict[str, Any]:

@@ -178,3 +178,10 @@ def test_a_parameter_named_title_survives_schema_generation():
     params = srv.tools["write"].spec.parameters
     assert params["properties"]["title"] == {"description": "The title.", "type": "string"}
     assert params["required"] == ["title"]
+
+
+def test_money_rounds_half_away_from_zero_and_never_gives_negative_zero():
+    from prove_core.toolkit import money
+
+    assert money(2.675) == 2.68 and money(-2.675) == -2.68
+    assert str(money(-1e-12)) == "0.0"
