@@ -98,6 +98,7 @@ def substitute(args: Any, results: dict[str, dict[str, Any]], used: set[str], wh
 
 def run_episode(env: Environment, config: EpisodeConfig, *, seed: int = 0, hooks: Any = None) -> EpisodeResult:
     sid = env.new_session()
+    structlog.contextvars.bind_contextvars(session=sid, server=",".join(sorted(env.runtimes)))
     initial = env.state_hash(sid)
     task_stub = {"servers": sorted(env.runtimes)}
     if hooks is not None:
@@ -118,6 +119,7 @@ def run_episode(env: Environment, config: EpisodeConfig, *, seed: int = 0, hooks
             calls.append(GroundTruthCall(id=step_id, tool=step.tool, arguments=args, depends_on=sorted(used)))
     task = Task(servers=sorted(env.runtimes), seed=seed, calls=calls, expected="call", initial_state_hash=initial)
     result = EpisodeResult(session_id=sid, steps=outcomes, task=task, final_state_hash=env.state_hash(sid))
+    structlog.contextvars.unbind_contextvars("session", "server")
     if hooks is not None:
         hooks.prove_episode_end(server=",".join(sorted(env.runtimes)), session_id=sid, task=task, result=result)
     return result

@@ -18,6 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import structlog
 from fastmcp import FastMCP
 from fastmcp.exceptions import NotFoundError
 from fastmcp.server.dependencies import get_context, get_http_headers
@@ -27,6 +28,8 @@ from fastmcp.tools.base import ToolResult as McpToolResult
 from mcp.types import TextContent, ToolAnnotations
 
 from prove_core.runtime import ServerRuntime, ToolResult, unknown_tool
+
+log = structlog.get_logger()
 
 SESSION_META_KEY = "session_id"
 SESSION_HEADER = "x-prove-session"
@@ -68,7 +71,10 @@ class RuntimeTool(Tool):
 
     async def run(self, arguments: dict[str, Any]) -> McpToolResult:
         sid = session_key()
-        return to_mcp_result(self.runtime.call(sid, self.tool_name, arguments), sid)
+        result = self.runtime.call(sid, self.tool_name, arguments)
+        log.debug("tool call", server=self.runtime.name, session=sid, tool=self.tool_name,
+                  error=result.error["reason"] if result.is_error else None)
+        return to_mcp_result(result, sid)
 
 
 class TypedUnknownTool(Middleware):

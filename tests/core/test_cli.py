@@ -90,3 +90,20 @@ def test_help_is_helpful():
     for command in ("plugins", "servers", "serve", "audit", "run"):
         assert command in out
     assert "_meta.session_id" in prove("serve", "--help", check=True).stdout
+
+
+def test_log_json_gives_json_lines_with_run_and_session_context(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "--log-json", "--log-level", "info", "run"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
+    steps = [e for e in events if e["event"] == "step"]
+    assert len(steps) == 13
+    assert all(e["run"] == "quickstart" and e["session"] and e["level"] == "info" for e in steps)
+    assert {e["tool"] for e in steps} >= {"banking_transfer_between_accounts", "shopping_checkout"}
+
+
+def test_log_level_is_validated():
+    proc = prove("--log-level", "loud", "plugins")
+    assert proc.returncode == 1 and "--log-level" in proc.stderr
