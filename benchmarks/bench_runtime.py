@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastmcp import Client  # noqa: E402
 
+from prove_core.logging import configure  # noqa: E402
 from prove_core.runtime import ServerRuntime  # noqa: E402
 from prove_core.serving import build_app  # noqa: E402
 from prove_servers.banking import BankOptions, server  # noqa: E402
@@ -113,6 +114,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     ns = parser.parse_args()
+    configure(level="warning")
 
     # memory first: the other benchmarks leave freed arenas behind that would hide new sessions
     results = {"sessions": bench_sessions_memory(ns.quick)}

@@ -103,7 +103,8 @@ class ServerRuntime:
         self.evict_lru = evict_lru
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._seed_snapshots: dict[int, Snapshot] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._last_sweep = time.monotonic()
 
     def __repr__(self) -> str:
         return f"<ServerRuntime {self.server.name} seed={self.seed} sessions={len(self._sessions)}>"
@@ -126,6 +127,8 @@ class ServerRuntime:
         seed = self.seed if seed is None else seed
         snap = snapshot if snapshot is not None else self.seed_snapshot(seed)
         sid = session_id or secrets.token_urlsafe(18)
+        if time.monotonic() - self._last_sweep > min(self.ttl_s, 60.0):
+            self.evict_expired()
         with self._lock:
             self._make_room()
             self._sessions[sid] = Session(sid, State.from_snapshot(snap), seed)
@@ -145,15 +148,21 @@ class ServerRuntime:
             self._sessions.pop(session_id, None)
 
     def session(self, session_id: str) -> Session:
-        """The live session with this id; an unknown id gets a fresh session from the seed."""
-        session = self._sessions.get(session_id)
-        if session is None:
-            self.new_session(session_id=session_id)
-            session = self._sessions[session_id]
-        else:
-            self._sessions.move_to_end(session_id)
-        session.last_used = time.monotonic()
-        return session
+        """The live session with this id; an unknown or expired id gets a fresh session from the
+        seed."""
+        now = time.monotonic()
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None and session.last_used < now - self.ttl_s:
+                del self._sessions[session_id]
+                session = None
+            if session is None:
+                self.new_session(session_id=session_id)
+                session = self._sessions[session_id]
+            else:
+                self._sessions.move_to_end(session_id)
+            session.last_used = now
+            return session
 
     def state(self, session_id: str) -> State:
         return self.session(session_id).state
@@ -168,16 +177,24 @@ class ServerRuntime:
         return session_id in self._sessions
 
     def evict_expired(self) -> int:
+        """Drop sessions idle for longer than the TTL. Sessions are kept in least-recently-used
+        order, so the sweep stops at the first live one: it costs O(expired), not O(sessions)."""
         cutoff = time.monotonic() - self.ttl_s
-        expired = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
-        for sid in expired:
-            self._sessions.pop(sid, None)
-        return len(expired)
+        self._last_sweep = time.monotonic()
+        evicted = 0
+        with self._lock:
+            while self._sessions:
+                sid, oldest = next(iter(self._sessions.items()))
+                if oldest.last_used >= cutoff:
+                    break
+                del self._sessions[sid]
+                evicted += 1
+        return evicted
 
     def _make_room(self) -> None:
         if len(self._sessions) < self.max_sessions:
             return
-        self.evict_expired()
+        self.evict_expired()  # re-entrant: the caller holds the lock
         if len(self._sessions) < self.max_sessions:
             return
         if not self.evict_lru:

@@ -149,6 +149,10 @@ def serve(
     port: int = 8000,
     token: str | None = None,
 ) -> None:
+    if not structlog.is_configured():  # stdout is the protocol channel on stdio: log to stderr
+        from prove_core.logging import configure
+
+        configure()
     mcp = build_app(runtimes)
     if transport == "stdio":
         mcp.run(transport="stdio", show_banner=False)

@@ -135,3 +135,17 @@ def test_environment_prefixes_only_with_several_servers():
     wallet = env.runtimes["wallet"].state(sid).wallets.first()
     assert not env.call(sid, "wallet_spend", {"wallet_id": wallet["id"], "amount": 1.0}).is_error
     assert env.call(sid, "spend", {}).code == "UNKNOWN_TOOL"
+
+
+def test_an_expired_session_comes_back_fresh_and_sweeps_happen_without_pressure():
+    rt = ServerRuntime(server, ttl_s=0.05)
+    sid = rt.new_session()
+    seed_hash = rt.state_hash(sid)
+    rt.call(sid, "spend", {"wallet_id": first_wallet(rt, sid)["id"], "amount": 1.0})
+    assert rt.state_hash(sid) != seed_hash
+    time.sleep(0.1)
+    assert rt.state_hash(sid) == seed_hash  # idle past the TTL: the old state is gone
+    others = [rt.new_session() for _ in range(5)]
+    time.sleep(0.1)
+    rt.new_session()  # creating a session sweeps expired ones even far below max_sessions
+    assert not any(o in rt for o in others)
