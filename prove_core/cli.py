@@ -176,6 +176,64 @@ def audit_cmd(name: str, seed: int, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.command("synth")
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+@click.option("--examples", type=int, default=None, help="Call conversations to keep (overrides [synth].examples).")
+@click.option("--name", default=None, help="Run name (output goes to <output_dir>/<name>/synth).")
+@click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: when stderr is a terminal).")
+def synth_cmd(config: str | None, examples: int | None, name: str | None, progress: bool | None) -> None:
+    """Synthesize a grounded training corpus from CONFIG's servers (the quickstart servers if
+    omitted). Resumable: run it again after an interruption and it continues."""
+    import attrs
+
+    from prove_core.config import SynthConfig, load_experiment
+    from prove_core.synthesis import synthesize
+
+    experiment = load_experiment(config)
+    synth = experiment.synth or SynthConfig()
+    if examples is not None:
+        if examples <= 0:
+            raise ProveError("--examples must be > 0")
+        synth = attrs.evolve(synth, examples=examples)
+    experiment = attrs.evolve(experiment, synth=synth, **({"name": name} if name else {}))
+    report = synthesize(experiment, _plugins(), echo=click.echo, progress=progress)
+    if not report["reached_target"]:
+        click.echo(f"warning: kept {report['by_behaviour'].get('call', 0)} of {synth.examples} call conversations "
+                   "before the attempt limit (max_attempts_factor); see stats.md for drop reasons", err=True)
+        sys.exit(1)
+
+
+@cli.command("reward")
+@click.argument("rollouts", type=click.Path(dir_okay=False))
+@click.option("--config", "config", default=None, type=click.Path(dir_okay=False),
+              help="Experiment TOML: its [reward] section and its servers' seed options (default: paper reward).")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Report folder [default: runs/reward/<stem>].")
+@click.option("--parser", default=None, help="Parser for raw completions without their own 'parser' [default: hermes].")
+@click.option("--worst", default=None, type=click.IntRange(min=0), help="How many lowest-scoring rollouts to show [10].")
+@click.option("--no-plots", is_flag=True, help="Skip the histograms.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def reward_cmd(rollouts: str, config: str | None, out: str | None, parser: str | None, worst: int | None,
+               no_plots: bool, as_json: bool) -> None:
+    """Score a JSONL of ROLLOUTS against their tasks: per-component means, histograms and the
+    worst rollouts with their explanations (format: docs/reward.md). Exits 1 when a record is
+    not a valid rollout."""
+    from pathlib import Path
+
+    from prove_core.reward_report import reward_setup, score_rollouts
+
+    registry = _plugins().registry
+    reward, settings = reward_setup(config, registry)
+    out_dir = Path(out) if out else Path("runs") / "reward" / Path(rollouts).stem
+    report = score_rollouts(rollouts, reward=reward, registry=registry, out_dir=out_dir,
+                            parser=parser or settings.parser, worst=settings.worst if worst is None else worst,
+                            plots=settings.plots and not no_plots, echo=(lambda _: None) if as_json else click.echo)
+    if as_json:
+        _echo_json(report)
+    if report["invalid"]:
+        raise ProveError(f"{len(report['invalid'])} record(s) of {rollouts} are not valid rollouts "
+                         f"(first: line {report['invalid'][0]['line']}: {report['invalid'][0]['error']})")
+
+
 @cli.command("run")
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 def run_cmd(config: str | None) -> None:

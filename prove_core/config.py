@@ -58,6 +58,90 @@ class EpisodeConfig:
 
 
 @attrs.frozen(kw_only=True)
+class RewardComponentConfig:
+    """One reward component: its registered name, its weight (``None``: the component's default)
+    and its own options (structured in phase 2 with the component's ``Config`` class)."""
+
+    name: str
+    weight: float | None = None
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RewardConfig:
+    """The ``[reward]`` section: which components score (``None``: the paper's defaults), and what
+    the ``reward`` stage reads and reports (see docs/reward.md)."""
+
+    components: list[RewardComponentConfig] | None = None
+    input: str | None = None  # rollouts JSONL the `reward` stage scores
+    parser: str = "hermes"  # for raw completion text without its own "parser"
+    worst: int = attrs.field(default=10, validator=attrs.validators.ge(0))
+    plots: bool = True
+
+
+STRATA = ("complete", "missing", "minimal")
+
+
+@attrs.frozen(kw_only=True)
+class MachineConfig:
+    """``[synth.conversation]``: knobs of the conversation state machine."""
+
+    strata: dict[str, float] = attrs.field(factory=lambda: {"complete": 0.6, "missing": 0.2, "minimal": 0.2})
+    user_turns: list[int] = attrs.field(factory=lambda: [2, 3])  # user turns per conversation, chosen uniformly
+    retry_rate: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    optional_arg_rate: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    give_up_on_failure: bool = True  # after a business-rule failure, report it and stop
+
+    @strata.validator
+    def _check_strata(self, _attr: Any, value: dict[str, float]) -> None:
+        if set(value) - set(STRATA) or abs(sum(value.values()) - 1.0) > 1e-6:
+            raise ValueError(f"strata must be weights over {STRATA} that sum to 1")
+
+    @user_turns.validator
+    def _check_turns(self, _attr: Any, value: list[int]) -> None:
+        if not value or any(n < 1 or n > 5 for n in value):
+            raise ValueError("user_turns must list numbers between 1 and 5")
+
+
+@attrs.frozen(kw_only=True)
+class RuleConfig:
+    """A sampler support rule: keep an entity only if ``record[field] <op> value``."""
+
+    entity: str
+    field: str
+    op: str = attrs.field(default="eq", validator=attrs.validators.in_(("eq", "ne", "gt", "ge", "lt", "le", "in", "nonempty")))
+    value: Any = None
+    required: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class SynthConfig:
+    """``[synth]``: every knob of the synthesis pipeline, with the paper's defaults (docs/synthesis.md)."""
+
+    examples: int = attrs.field(default=200, validator=attrs.validators.gt(0))  # call conversations to keep
+    seed: int = 0
+    labeller: str = "schema"
+    extractor: str = "chains"
+    sampler: str = "live"
+    teacher: str = "programmatic"
+    verify_edges: bool = True
+    min_chain_length: int = attrs.field(default=2, validator=attrs.validators.ge(2))
+    max_chain_length: int = attrs.field(default=5, validator=[attrs.validators.ge(2), attrs.validators.le(8)])
+    chains_per_server: int = attrs.field(default=400, validator=attrs.validators.gt(0))
+    abstention_rate: float = attrs.field(default=0.08, validator=[attrs.validators.ge(0), attrs.validators.lt(1)])
+    refresh_every: int = attrs.field(default=50, validator=attrs.validators.gt(0))
+    sample_size: int = attrs.field(default=8, validator=attrs.validators.gt(0))
+    rules: list[RuleConfig] = attrs.field(factory=list)
+    conversation: MachineConfig = attrs.field(factory=MachineConfig)
+    max_error_rate: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    dedup_threshold: float = attrs.field(default=0.7, validator=[attrs.validators.gt(0), attrs.validators.le(1)])
+    max_attempts_factor: int = attrs.field(default=5, validator=attrs.validators.gt(0))
+    cache_dir: str = ".prove_cache/graphs"
+    exports: list[str] = attrs.field(factory=lambda: ["trl", "openrlhf"])
+    plots: bool = True
+
+
+@attrs.frozen(kw_only=True)
 class Experiment:
     name: str = "prove"
     seed: int = 0
@@ -66,6 +150,8 @@ class Experiment:
     servers: list[ServerConfig] = attrs.field(validator=attrs.validators.min_len(1))
     sessions: SessionsConfig = attrs.field(factory=SessionsConfig)
     episode: EpisodeConfig | None = None
+    synth: SynthConfig | None = None
+    reward: RewardConfig | None = None
 
     @property
     def run_dir(self) -> Path:

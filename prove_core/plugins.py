@@ -34,6 +34,12 @@ NAMESPACE = "prove.plugins"
 BUNDLED = (
     "prove_servers.banking",
     "prove_servers.shopping",
+    "prove_plugins.graph",
+    "prove_plugins.sampler",
+    "prove_plugins.teacher",
+    "prove_plugins.rewards",
+    "prove_plugins.parsers",
+    "prove_plugins.perturbations",
 )
 AUTOLOAD_ENV = "PROVE_DISABLE_PLUGIN_AUTOLOAD"
 BLOCK_ENV = "PROVE_BLOCK_PLUGINS"

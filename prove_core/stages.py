@@ -67,7 +67,38 @@ def _episode_stage(experiment: Experiment, env: Environment, plugins: Any, echo:
     return {"ok": result.ok, "calls": len(result.steps), "failed": failed, "output": str(out)}
 
 
-STAGES: dict[str, Callable[..., dict[str, Any]]] = {"episode": _episode_stage}
+def _synth_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
+    from prove_core.synthesis import synthesize
+
+    report = synthesize(experiment, plugins, echo=echo)
+    return {"ok": report["reached_target"], "examples": report["examples"], "drops": report["drops"],
+            "output": str(experiment.run_dir / "synth" / "corpus.jsonl")}
+
+
+def _reward_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
+    """Score ``[reward].input`` (default: the corpus the ``synth`` stage wrote, whose reference
+    turns must score the maximum) into ``<run_dir>/reward``."""
+    from prove_core.config import RewardConfig
+    from prove_core.reward import build_reward
+    from prove_core.reward_report import score_rollouts
+
+    settings = experiment.reward or RewardConfig()
+    source = settings.input
+    if source is None:
+        if "synth" not in experiment.stages:
+            raise ConfigError("$.reward.input: the 'reward' stage needs a rollouts file (or a 'synth' stage before it)")
+        source = str(experiment.run_dir / "synth" / "corpus.jsonl")
+    options = {name: runtime.options for name, runtime in env.runtimes.items()}
+    reward = build_reward(settings, plugins.registry, server_options=options)
+    report = score_rollouts(source, reward=reward, registry=plugins.registry, out_dir=experiment.run_dir / "reward",
+                            parser=settings.parser, worst=settings.worst, plots=settings.plots, echo=echo)
+    return {"ok": not report["invalid"] and report["rollouts"] > 0, "rollouts": report["rollouts"],
+            "mean_total": report["total"]["mean"], "invalid": len(report["invalid"]),
+            "output": str(experiment.run_dir / "reward" / "report.json")}
+
+
+STAGES: dict[str, Callable[..., dict[str, Any]]] = {"episode": _episode_stage, "synth": _synth_stage,
+                                                    "reward": _reward_stage}
 
 
 def run_experiment(source: str | Path | None, *, plugins: Any, echo: Callable[[str], None] = print) -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""Tool dependency graphs and the chains extracted from them (DESIGN §1.2 steps 1–2).
+
+A ``ToolGraph`` labels every ordered pair of tools of an environment ``explicit`` (an output of
+A is a required input of B), ``implicit`` (A sets up state B needs) or ``none``, with the
+evidence for each label. Labellers and chain extractors are plugins (kind ``extractors``);
+this module holds the shared value classes and the on-disk cache, keyed by a hash of the tool
+schemas so a changed schema invalidates its entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from prove_core.model import from_json, to_json
+from prove_core.toolkit.server import ToolSpec
+
+Label = Literal["explicit", "implicit", "none"]
+
+
+@attrs.frozen(kw_only=True)
+class Edge:
+    source: str
+    target: str
+    label: Label
+    entity: str | None = None  # the entity type that flows from source to target
+    param: str | None = None  # for explicit edges: the target parameter that takes the id
+    evidence: str = ""
+    verified: bool | None = None  # None: not checked live; True/False: the live check's verdict
+
+
+@attrs.frozen(kw_only=True)
+class ToolGraph:
+    schema_hash: str
+    tools: list[str]
+    edges: list[Edge]  # only explicit and implicit pairs; every other ordered pair is "none"
+    labeller: str = ""
+
+    def label(self, source: str, target: str) -> Label:
+        for edge in self.edges:
+            if edge.source == source and edge.target == target:
+                return edge.label
+        return "none"
+
+    def successors(self, source: str) -> list[Edge]:
+        return [e for e in self.edges if e.source == source]
+
+    def edge(self, source: str, target: str) -> Edge | None:
+        return next((e for e in self.edges if e.source == source and e.target == target), None)
+
+
+@attrs.frozen(kw_only=True)
+class Chain:
+    """An ordered tool sequence consistent with the graph; ``edges[i]`` links tools i and i+1."""
+
+    tools: list[str]
+    edges: list[Edge]
+
+    @property
+    def key(self) -> str:
+        return ">".join(self.tools)
+
+
+def schema_hash(specs: Iterable[ToolSpec]) -> str:
+    """A hash of everything a labeller looks at: names, schemas, annotations, entity metadata."""
+    payload = [
+        {
+            "name": s.name,
+            "parameters": s.parameters,
+            "annotations": attrs.asdict(s.annotations),
+            "reads": s.reads,
+            "produces": s.produces,
+            "mutates": s.mutates,
+        }
+        for s in sorted(specs, key=lambda s: s.name)
+    ]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:20]
+
+
+class GraphCache:
+    """Graphs on disk, one JSON file per (labeller, schema hash)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def path(self, labeller: str, digest: str) -> Path:
+        return self.directory / f"{labeller}-{digest}.json"
+
+    def load(self, labeller: str, digest: str) -> ToolGraph | None:
+        path = self.path(labeller, digest)
+        if not path.is_file():
+            return None
+        try:
+            return from_json(json.loads(path.read_text()), ToolGraph)
+        except Exception:  # a corrupt or outdated entry is recomputed, not fatal
+            return None
+
+    def store(self, graph: ToolGraph) -> Path:
+        path = self.path(graph.labeller, graph.schema_hash)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(to_json(graph), indent=1))
+        tmp.replace(path)  # atomic: a reader never sees half a graph
+        return path
+
+
+def coverage_report(tools: list[str], chains: list[Chain], graph: ToolGraph) -> dict[str, Any]:
+    """Which tools appear in chains, and for each that never does, why."""
+    used = {t for c in chains for t in c.tools}
+    missing = {}
+    for tool in tools:
+        if tool in used:
+            continue
+        outgoing = graph.successors(tool)
+        incoming = [e for e in graph.edges if e.target == tool]
+        if not outgoing and not incoming:
+            missing[tool] = "no dependency edge to or from any other tool"
+        elif all(e.verified is False for e in outgoing + incoming):
+            missing[tool] = "every edge failed live verification"
+        else:
+            missing[tool] = "its edges lead to no chain of length >= 2 within the limits"
+    return {
+        "tools": len(tools),
+        "covered": len(used & set(tools)),
+        "coverage": round(len(used & set(tools)) / max(1, len(tools)), 4),
+        "uncovered": missing,
+    }

@@ -1,0 +1,290 @@
+"""``prove synth``: the grounded synthesis pipeline (DESIGN §1.2).
+
+    graph (extractor) -> chains (extractor) -> live sampling (sampler)
+      -> conversations (state machine + teacher) -> replay validation -> provenance/grounding
+      -> dedup -> corpus.jsonl (+ exports, stats, plots)
+
+Each server of the experiment is synthesized on its own environment, so tool names are the
+ones `prove serve <server>` publishes and a task's ``servers`` rebuild exactly that
+environment. Conversation ``i`` is a pure function of the seed and ``i``, which makes a run
+deterministic and lets an interrupted run resume: ids already in the corpus or the drop log
+are skipped, and nothing is lost or written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from prove_core.config import Experiment, ResolvedServer, SynthConfig, resolve
+from prove_core.conversation import ConversationMachine, Unusable
+from prove_core.errors import ConfigError
+from prove_core.graph import Chain, GraphCache, coverage_report, schema_hash
+from prove_core.model import Example, JsonlWriter, read_jsonl, to_json
+from prove_core.runtime import Environment, ServerRuntime
+from prove_core.validation import Deduper, call_tokens, provenance, replay, ungrounded_mentions
+
+log = structlog.get_logger()
+
+
+@attrs.define
+class ServerPlan:
+    runtime: ServerRuntime
+    env: Environment
+    machine: ConversationMachine
+    chains: list[Chain]
+    context: Any
+    coverage: dict[str, Any]
+
+
+def _plan_server(entry: ResolvedServer, cfg: SynthConfig, plugins: Any, experiment: Experiment) -> ServerPlan:
+    registry = plugins.registry
+    runtime = ServerRuntime(registry.load("servers", entry.name), seed=entry.seed, options=entry.options,
+                            max_sessions=experiment.sessions.max_sessions)
+    env = Environment([runtime])
+    labeller = registry.load("extractors", cfg.labeller)
+    if hasattr(labeller, "verify") and labeller.verify != cfg.verify_edges:
+        labeller = attrs.evolve(labeller, verify=cfg.verify_edges)
+    cache = GraphCache(cfg.cache_dir)
+    digest = schema_hash(env.specs())
+    graph = cache.load(labeller.name, digest)
+    if graph is None:
+        graph = labeller.label(env)
+        cache.store(graph)
+    else:
+        log.info("graph from cache", server=entry.name, digest=digest)
+    extractor = registry.load("extractors", cfg.extractor)
+    extractor = attrs.evolve(extractor, min_length=cfg.min_chain_length, max_length=cfg.max_chain_length)
+    chains = extractor.extract(graph, sample=cfg.chains_per_server, seed=cfg.seed)
+    if not chains:
+        raise ConfigError(f"server {entry.name!r}: the dependency graph yields no chain of length >= {cfg.min_chain_length}")
+    random.Random(f"{cfg.seed}:{entry.name}").shuffle(chains)
+    from prove_plugins.sampler import SupportRule  # the bundled rule shape, shared by samplers
+
+    rules = [SupportRule(**attrs.asdict(r)) for r in cfg.rules]
+    context = registry.load("samplers", cfg.sampler).sample(env, rules)
+    teacher = registry.load("teachers", cfg.teacher)
+    machine = ConversationMachine(env, teacher, cfg.conversation, seed=cfg.seed)
+    return ServerPlan(runtime=runtime, env=env, machine=machine, chains=chains, context=context,
+                      coverage=coverage_report(graph.tools, chains, graph))
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.kept: Counter[str] = Counter()
+        self.drops: Counter[str] = Counter()
+        self.by_server: Counter[str] = Counter()
+        self.by_stratum: Counter[str] = Counter()
+        self.by_length: Counter[int] = Counter()
+        self.by_behaviour: Counter[str] = Counter()
+        self.tools_used: dict[str, set[str]] = {}
+        self.seconds = {"generate": 0.0, "validate": 0.0}
+
+    def keep(self, example: Example) -> None:
+        server = example.task.servers[0]
+        self.by_server[server] += 1
+        self.by_behaviour[example.task.expected] += 1
+        if example.task.expected == "call":
+            self.by_stratum[example.task.meta.get("stratum", "?")] += 1
+            self.by_length[len(example.task.calls)] += 1
+        self.tools_used.setdefault(server, set()).update(c.tool for c in example.task.calls)
+
+    def to_json(self, plans: dict[str, ServerPlan]) -> dict[str, Any]:
+        total = self.seconds["generate"] + self.seconds["validate"]
+        return {
+            "examples": sum(self.by_behaviour.values()),
+            "by_server": dict(self.by_server), "by_behaviour": dict(self.by_behaviour),
+            "by_stratum": dict(self.by_stratum), "by_chain_length": {str(k): v for k, v in sorted(self.by_length.items())},
+            "drops": dict(self.drops),
+            "tool_coverage": {
+                name: {"tools": len(p.runtime.server.tools), "used": len(self.tools_used.get(name, ())),
+                       "share": round(len(self.tools_used.get(name, ())) / len(p.runtime.server.tools), 3),
+                       "unused": sorted(set(p.machine.runtime.server.tools) - self.tools_used.get(name, set())),
+                       "chains": len(p.chains), "chain_coverage": p.coverage}
+                for name, p in plans.items()
+            },
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "validation_share": round(self.seconds["validate"] / total, 3) if total else 0.0,
+        }
+
+
+def _validate(example: Example, env: Environment, cfg: SynthConfig) -> str | None:
+    """The drop reason, or None when the example passes every check."""
+    verdict = replay(example, env, max_error_rate=cfg.max_error_rate)
+    if not verdict.ok:
+        return verdict.reason
+    if provenance(example, env):
+        return "provenance"
+    if ungrounded_mentions(example, env):
+        return "ungrounded_mention"
+    return None
+
+
+class Progress:
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.last = total, enabled, -1
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        pct = int(100 * done / max(1, self.total))
+        if pct != self.last:
+            self.last = pct
+            bar = "#" * (pct // 4)
+            sys.stderr.write(f"\rsynth [{bar:<25}] {done}/{self.total}")
+            sys.stderr.flush()
+            if done >= self.total:
+                sys.stderr.write("\n")
+
+
+def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], None] = print,
+               progress: bool | None = None) -> dict[str, Any]:
+    cfg = experiment.synth or SynthConfig()
+    out_dir = experiment.run_dir / "synth"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plans = {entry.name: _plan_server(entry, cfg, plugins, experiment) for entry in resolve(experiment, plugins.registry)}
+    names = sorted(plans)
+    stats = Stats()
+    corpus, drops = out_dir / "corpus.jsonl", out_dir / "drops.jsonl"
+    dedup = Deduper(cfg.dedup_threshold)
+    kept_calls = 0
+    for record in read_jsonl(corpus):  # resume: rebuild counters and the dedup index
+        example = _example(record)
+        dedup.add(call_tokens(example))
+        stats.keep(example)
+        kept_calls += example.task.expected == "call" and not example.id.endswith("-clarify")
+    for record in read_jsonl(drops):
+        stats.drops[record["reason"]] += 1
+    resumed = kept_calls
+    bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress)
+    contexts: dict[tuple[str, int], Any] = {}
+    with JsonlWriter(corpus) as writer, JsonlWriter(drops) as dropped:
+        limit = cfg.examples * cfg.max_attempts_factor
+        i = 0
+        while kept_calls < cfg.examples and i < limit:
+            server = names[i % len(names)]
+            example_id = f"{experiment.name}-{server}-{i:06d}"
+            i += 1
+            if example_id in writer or example_id in dropped:
+                continue
+            plan = plans[server]
+            n = (i - 1) // len(names)
+            refresh = n // cfg.refresh_every
+            if (server, refresh) not in contexts:
+                contexts[(server, refresh)] = plan.context.subset(random.Random(f"{cfg.seed}:{server}:{refresh}"), cfg.sample_size)
+            started = time.perf_counter()
+            rng = random.Random(f"{cfg.seed}:{server}:{n}")  # not the run name: same seed, same corpus
+            drafted_extra: Example | None = None
+            try:
+                if rng.random() < cfg.abstention_rate:
+                    example = plan.machine.abstention(n, example_id)
+                else:
+                    drafted = plan.machine.draft(plan.chains[n % len(plan.chains)], contexts[(server, refresh)], n, example_id)
+                    example, drafted_extra = drafted.example, drafted.clarification
+            except Unusable as exc:
+                stats.seconds["generate"] += time.perf_counter() - started
+                dropped.write({"id": example_id, "reason": "id_did_not_flow", "detail": str(exc)})
+                stats.drops["id_did_not_flow"] += 1
+                continue
+            generated = time.perf_counter()
+            stats.seconds["generate"] += generated - started
+            reason = _validate(example, plan.env, cfg)
+            if reason is None and not dedup.offer(call_tokens(example)):
+                reason = "duplicate"
+            stats.seconds["validate"] += time.perf_counter() - generated
+            if reason is not None:
+                dropped.write({"id": example_id, "reason": reason})
+                stats.drops[reason] += 1
+                continue
+            # The companion goes first: a kill between the two writes leaves the main example
+            # unwritten, so a resumed run regenerates it (and skips the companion already there).
+            if drafted_extra is not None and drafted_extra.id not in writer and dedup.offer(call_tokens(drafted_extra)):
+                writer.write(to_json(drafted_extra))
+                stats.keep(drafted_extra)
+            writer.write(to_json(example))
+            stats.keep(example)
+            if example.task.expected == "call":
+                kept_calls += 1
+            bar.update(kept_calls)
+    report = stats.to_json(plans)
+    report["resumed_from"] = resumed
+    report["target"] = cfg.examples
+    report["reached_target"] = kept_calls >= cfg.examples
+    (out_dir / "stats.json").write_text(json.dumps(report, indent=2))
+    _write_markdown(report, out_dir / "stats.md")
+    if cfg.plots:
+        report["plots"] = _plots(report, out_dir)
+    from prove_core.exporters import export
+
+    report["exports"] = {fmt: str(export(fmt, corpus, out_dir)) for fmt in cfg.exports}
+    echo(f"synth: {report['examples']} examples ({_fmt(report['by_behaviour'])}); "
+         f"dropped {sum(report['drops'].values())} ({_fmt(report['drops'])}); corpus {corpus}")
+    for name, cov in report["tool_coverage"].items():
+        echo(f"  {name}: {cov['used']}/{cov['tools']} tools used, {cov['chains']} chains")
+    return report
+
+
+def _example(record: dict[str, Any]) -> Example:
+    from prove_core.model import from_json
+
+    return from_json(record, Example)
+
+
+def _fmt(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+def _write_markdown(report: dict[str, Any], path: Path) -> None:
+    lines = ["# Synthesis report", "", f"Examples: **{report['examples']}** (target {report['target']} call conversations)", ""]
+    for title, key in (("Behaviour", "by_behaviour"), ("Stratum", "by_stratum"), ("Server", "by_server"),
+                       ("Ground-truth calls", "by_chain_length"), ("Drop reasons", "drops")):
+        lines += [f"## {title}", "", "| value | count |", "| --- | --- |"]
+        lines += [f"| {k} | {v} |" for k, v in report[key].items()] + [""]
+    lines += ["## Tool coverage", "", "| server | used / tools | unused |", "| --- | --- | --- |"]
+    for name, cov in report["tool_coverage"].items():
+        lines.append(f"| {name} | {cov['used']}/{cov['tools']} | {', '.join(cov['unused']) or '-'} |")
+    lines += ["", f"Time: generation {report['seconds']['generate']} s, validation {report['seconds']['validate']} s "
+              f"({report['validation_share']:.0%} of the total)."]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _plots(report: dict[str, Any], out_dir: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed: no plots")
+        return []
+    paths = []
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    lengths = report["by_chain_length"]
+    ax.bar(list(lengths), list(lengths.values()), color="#3b6ea8")
+    ax.set_xlabel("ground-truth calls per conversation")
+    ax.set_ylabel("conversations")
+    ax.set_title("Chain length")
+    fig.tight_layout()
+    fig.savefig(out_dir / "chain_length.png", dpi=120)
+    paths.append(str(out_dir / "chain_length.png"))
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    cov = report["tool_coverage"]
+    ax.bar(list(cov), [c["share"] * 100 for c in cov.values()], color="#5a9e6f")
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("% of tools used")
+    ax.set_title("Tool coverage per server")
+    fig.tight_layout()
+    fig.savefig(out_dir / "tool_coverage.png", dpi=120)
+    paths.append(str(out_dir / "tool_coverage.png"))
+    plt.close(fig)
+    return paths

@@ -1,0 +1,159 @@
+"""Checks every synthesized example must pass (DESIGN §1.2 steps 6–7).
+
+- **replay**: the conversation's calls run again, in order, on a fresh session from the task's
+  seed and must give exactly the recorded results; more than ``max_error_rate`` schema or
+  execution errors drops it (an empty result is not an error);
+- **provenance**: every id or secret an assistant passes to a tool must appear earlier, in a
+  user turn or a tool result — the model could not have known it otherwise;
+- **grounding**: every id a user turn mentions exists in the seed state;
+- **dedup**: Jaccard similarity of the examples' call sets; at or above the threshold the later
+  example is a duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from prove_core.model import Example
+from prove_core.runtime import Environment
+
+ID_PATTERN = re.compile(r"\b[a-z]{2,5}_[0-9a-z]{8}\b")
+SECRET_WORDS = ("password", "token", "secret", "pin", "api_key", "otp", "passcode")
+SCHEMA_CODES = {"INVALID_ARGUMENT", "UNKNOWN_TOOL"}
+
+
+@attrs.frozen(kw_only=True)
+class Verdict:
+    ok: bool
+    reason: str | None = None
+    detail: str = ""
+    calls: int = 0
+    schema_errors: int = 0
+    execution_errors: int = 0
+
+
+def tool_calls(example: Example) -> list[tuple[Any, str | None]]:
+    """(call, recorded tool-message content) pairs in conversation order."""
+    recorded = {m.tool_call_id: m.content for m in example.messages if m.role == "tool"}
+    return [(c, recorded.get(c.id)) for m in example.messages if m.role == "assistant" for c in m.tool_calls]
+
+
+def replay(example: Example, env: Environment, *, max_error_rate: float = 0.3) -> Verdict:
+    sid = env.new_session()
+    try:
+        pairs = tool_calls(example)
+        schema = execution = 0
+        for call, recorded in pairs:
+            result = env.call(sid, call.name, call.arguments)
+            if recorded is None or json.loads(recorded) != result.structured:
+                return Verdict(ok=False, reason="replay_mismatch",
+                               detail=f"{call.name} gave a different result on replay", calls=len(pairs))
+            if result.is_error:
+                if result.code in SCHEMA_CODES:
+                    schema += 1
+                else:
+                    execution += 1
+        if pairs and (schema + execution) / len(pairs) > max_error_rate:
+            return Verdict(ok=False, reason="too_many_errors", calls=len(pairs), schema_errors=schema,
+                           execution_errors=execution,
+                           detail=f"{schema + execution} of {len(pairs)} calls failed")
+        return Verdict(ok=True, calls=len(pairs), schema_errors=schema, execution_errors=execution)
+    finally:
+        env.close(sid)
+
+
+def _strings(value: Any) -> Iterable[tuple[str, str]]:
+    """(key path leaf name, string) pairs inside a JSON value."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str):
+                yield k, v
+            else:
+                yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _all_ids(env: Environment, sid: str) -> set[str]:
+    ids: set[str] = set()
+    for rt in env.runtimes.values():
+        state = rt.state(sid)
+        for name in rt.server.state_type._table_specs:
+            ids.update(rid for rid in state._tables[name].keys())
+    return ids
+
+
+def provenance(example: Example, env: Environment) -> list[str]:
+    """Ids and secrets in call arguments that appear in no earlier user turn or tool result."""
+    sid = env.new_session()
+    try:
+        known_ids = _all_ids(env, sid)
+        seen_text = ""
+        problems = []
+        for message in example.messages:
+            if message.role in ("user", "tool") and message.content:
+                seen_text += "\n" + message.content
+            for call in message.tool_calls:
+                env.call(sid, call.name, call.arguments)  # ids created by this call exist from now on
+                for key, value in _strings(call.arguments):
+                    secret = any(word in key.lower() for word in SECRET_WORDS)
+                    if (value in known_ids or secret) and value not in seen_text:
+                        problems.append(f"{call.name}.{key}={value!r} appears in no earlier turn")
+                known_ids = _all_ids(env, sid)
+        return problems
+    finally:
+        env.close(sid)
+
+
+def ungrounded_mentions(example: Example, env: Environment) -> list[str]:
+    """Id-like tokens in user turns that do not exist in the seed state."""
+    sid = env.new_session()
+    try:
+        existing = _all_ids(env, sid)
+    finally:
+        env.close(sid)
+    return [token for m in example.messages if m.role == "user" and m.content
+            for token in ID_PATTERN.findall(m.content) if token not in existing]
+
+
+def call_tokens(example: Example) -> frozenset[str]:
+    if example.task.calls:
+        return frozenset(f"{c.tool}:{json.dumps(c.arguments, sort_keys=True)}" for c in example.task.calls)
+    first_user = next((m.content for m in example.messages if m.role == "user"), "")
+    return frozenset({f"{example.task.expected}:{first_user}"})
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+class Deduper:
+    """Near-duplicate filter: Jaccard on call sets, with an inverted index so each new example
+    is compared only with examples that share a call."""
+
+    def __init__(self, threshold: float = 0.7) -> None:
+        self.threshold = threshold
+        self._sets: list[frozenset[str]] = []
+        self._index: dict[str, list[int]] = {}
+
+    def is_duplicate(self, tokens: frozenset[str]) -> bool:
+        candidates = {i for t in tokens for i in self._index.get(t, ())}
+        return any(jaccard(tokens, self._sets[i]) >= self.threshold for i in candidates)
+
+    def add(self, tokens: frozenset[str]) -> None:
+        self._sets.append(tokens)
+        for t in tokens:
+            self._index.setdefault(t, []).append(len(self._sets) - 1)
+
+    def offer(self, tokens: frozenset[str]) -> bool:
+        """Add and return True unless it is a duplicate."""
+        if self.is_duplicate(tokens):
+            return False
+        self.add(tokens)
+        return True

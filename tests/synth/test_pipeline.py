@@ -1,0 +1,144 @@
+"""`prove synth` end to end: the corpus, its guarantees, determinism and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from prove_core.model import Example, from_json, read_jsonl
+from prove_core.runtime import Environment, ServerRuntime
+from prove_core.validation import call_tokens, jaccard, replay, ungrounded_mentions
+from tests.synth.conftest import experiment
+
+
+def load(corpus_dir):
+    return [from_json(r, Example) for r in read_jsonl(corpus_dir / "corpus.jsonl")]
+
+
+def env_for(example, plugins):
+    return Environment([ServerRuntime(plugins.registry.load("servers", s), seed=example.task.seed)
+                        for s in example.task.servers])
+
+
+def test_corpus_has_all_three_behaviours_and_hits_the_target(corpus):
+    examples = load(corpus["dir"])
+    behaviours = {e.task.expected for e in examples}
+    assert behaviours == {"call", "clarify", "abstain"}
+    assert sum(e.task.expected == "call" for e in examples) == 80
+    assert corpus["report"]["reached_target"]
+    assert {e.task.servers[0] for e in examples} == {"banking", "shopping"}
+
+
+def test_every_example_replays_with_its_recorded_results(corpus, plugins):
+    for example in load(corpus["dir"]):
+        verdict = replay(example, env_for(example, plugins), max_error_rate=1.0)
+        assert verdict.ok, (example.id, verdict)
+
+
+def test_no_query_mentions_an_entity_that_does_not_exist(corpus, plugins):
+    mentioned = 0
+    for example in load(corpus["dir"]):
+        env = env_for(example, plugins)
+        assert ungrounded_mentions(example, env) == [], example.id
+        mentioned += sum("_" in (m.content or "") for m in example.messages if m.role == "user")
+    assert mentioned > 0  # the check had ids to look at
+
+
+def test_ground_truth_calls_and_edges_match_the_conversation(corpus):
+    for example in load(corpus["dir"]):
+        made = [c for m in example.messages for c in m.tool_calls]
+        if example.task.expected != "call":
+            assert example.task.calls == [] and made == []
+            continue
+        names = {c.name for c in made}
+        assert all(c.tool in names for c in example.task.calls)
+        ids = [c.id for c in example.task.calls]
+        for call in example.task.calls:
+            assert all(ids.index(d) < ids.index(call.id) for d in call.depends_on)
+
+
+def test_ids_flow_between_calls(corpus):
+    flowing = 0
+    for example in load(corpus["dir"]):
+        outputs = ""
+        for m in example.messages:
+            if m.role == "tool":
+                outputs += m.content
+            for c in m.tool_calls:
+                flowing += any(isinstance(v, str) and "_" in v and v in outputs for v in c.arguments.values())
+    assert flowing >= 20
+
+
+def test_no_two_call_examples_are_near_duplicates(corpus):
+    sets = [call_tokens(e) for e in load(corpus["dir"]) if e.task.expected == "call"]
+    for i, a in enumerate(sets):
+        for b in sets[:i]:
+            assert jaccard(a, b) < 0.7
+
+
+def test_clarification_examples_withhold_a_value_and_ask(corpus):
+    clarify = [e for e in load(corpus["dir"]) if e.task.expected == "clarify"]
+    assert clarify
+    for e in clarify:
+        assert e.messages[-1].role == "assistant" and not e.messages[-1].tool_calls
+        assert e.task.meta["withheld"]
+
+
+def test_stats_report_and_plots(corpus):
+    stats = json.loads((corpus["dir"] / "stats.json").read_text())
+    assert stats["by_behaviour"]["call"] == 80
+    assert set(stats["by_stratum"]) <= {"complete", "missing", "minimal"}
+    assert stats["tool_coverage"]["banking"]["tools"] == 17
+    assert 0 < stats["validation_share"] < 1
+    for name in ("chain_length.png", "tool_coverage.png"):
+        assert (corpus["dir"] / name).read_bytes()[:4] == b"\x89PNG"
+    assert "Drop reasons" in (corpus["dir"] / "stats.md").read_text()
+
+
+def test_exports_for_trainers(corpus):
+    trl = [json.loads(line) for line in (corpus["dir"] / "trl.jsonl").read_text().splitlines()]
+    assert trl and all(r["prompt"][-1]["role"] == "user" and r["prompt"][0]["role"] == "system" for r in trl)
+    rlhf = [json.loads(line) for line in (corpus["dir"] / "openrlhf.jsonl").read_text().splitlines()]
+    assert {json.loads(r["label"])["expected"] for r in rlhf} == {"call", "clarify", "abstain"}
+
+
+def test_same_seed_same_corpus_other_seed_other_corpus(tmp_path, plugins):
+    from prove_core.synthesis import synthesize
+
+    def run(where, seed):
+        exp = experiment(where, examples=25, seed=seed)
+        synthesize(exp, plugins, echo=lambda _: None, progress=False)
+        return (where / "t" / "synth" / "corpus.jsonl").read_bytes()
+
+    assert run(tmp_path / "a", 1) == run(tmp_path / "b", 1)
+    assert run(tmp_path / "c", 2) != run(tmp_path / "a", 1)
+
+
+def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
+    """SIGKILL `prove synth` mid-run, run it again: the corpus equals an uninterrupted run's."""
+    config = tmp_path / "exp.toml"
+    config.write_text(f'name = "k"\noutput_dir = "{tmp_path}"\n[[servers]]\nname = "banking"\n[[servers]]\nname = "shopping"\n'
+                      f'[synth]\nexamples = 150\nplots = false\ncache_dir = "{tmp_path / "cache"}"\n')
+    env = {**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    cmd = [sys.executable, "-m", "prove_core.cli", "synth", str(config), "--no-progress"]
+    corpus = tmp_path / "k" / "synth" / "corpus.jsonl"
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and (not corpus.exists() or len(corpus.read_bytes().splitlines()) < 30):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = len(list(read_jsonl(corpus)))
+    assert 0 < partial
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    resumed = [r["id"] for r in read_jsonl(corpus)]
+    assert len(resumed) == len(set(resumed))
+
+    fresh_config = tmp_path / "fresh.toml"
+    fresh_config.write_text(config.read_text().replace('name = "k"', 'name = "f"'))
+    subprocess.run([*cmd[:4], str(fresh_config), "--no-progress"], env=env, check=True, capture_output=True)
+    fresh = [r for r in read_jsonl(tmp_path / "f" / "synth" / "corpus.jsonl")]
+    strip = lambda rows: [{**r, "id": r["id"].split("-", 1)[1]} for r in rows]  # noqa: E731
+    assert strip(list(read_jsonl(corpus))) == strip(fresh)
