@@ -58,10 +58,21 @@ FAILED = ("I couldn't {task}: {message}", "That didn't go through — {message}"
           "I tried to {task}, but it failed: {message}")
 RETRY = ("That call was rejected ({message}); let me fix the arguments and try again.",
          "Oops, wrong arguments ({message}). Retrying with corrected values.")
-IRRELEVANT = ("What's the weather going to be like in Lisbon tomorrow?", "Can you write me a short poem about autumn?",
-              "Who won the football world cup in 1998?", "Translate 'good night' into Japanese.",
-              "What's a good recipe for banana bread?", "How tall is Mount Kilimanjaro?",
-              "Recommend me a sci-fi novel.", "What time zone is Auckland in?")
+# Off-topic requests: a question form x a subject, so abstention data is not eight sentences.
+IRRELEVANT_FORMS = ("What's the weather going to be like in {place} tomorrow?", "Can you write me a short poem about {thing}?",
+                    "Translate '{phrase}' into {language}.", "What's a good recipe for {dish}?",
+                    "How tall is {landmark}?", "Recommend me a novel about {thing}.", "What time zone is {place} in?",
+                    "Who invented {invention}?", "Tell me a joke about {thing}.", "How do I say '{phrase}' in {language}?",
+                    "What's the population of {place}?", "Explain how {invention} works.")
+IRRELEVANT_FILL = {
+    "place": ("Lisbon", "Auckland", "Nairobi", "Montreal", "Hanoi", "Bergen", "Cusco", "Osaka"),
+    "thing": ("autumn", "the ocean", "friendship", "old trains", "coffee", "mountains", "cats", "the moon"),
+    "phrase": ("good night", "thank you very much", "where is the station", "happy birthday"),
+    "language": ("Japanese", "Portuguese", "Swahili", "Finnish", "Korean"),
+    "dish": ("banana bread", "pad thai", "shakshuka", "lentil soup", "risotto"),
+    "landmark": ("Mount Kilimanjaro", "the Eiffel Tower", "Angel Falls", "the Burj Khalifa"),
+    "invention": ("the telescope", "the printing press", "the bicycle", "radar", "the zipper"),
+}
 DECLINE = ("I'm sorry, but none of the tools I have can help with that: {what_i_can}.",
            "That's outside what I can do here — my tools only cover {what_i_can}.",
            "I can't help with that request; I can only work with {what_i_can}.")
@@ -139,7 +150,8 @@ class ProgrammaticTeacher:
         return rng.choice(RETRY).format(message=error.get("reason", error.get("code")))
 
     def irrelevant_request(self, rng: random.Random) -> str:
-        return rng.choice(IRRELEVANT)
+        form = rng.choice(IRRELEVANT_FORMS)
+        return form.format(**{k: rng.choice(v) for k, v in IRRELEVANT_FILL.items()})
 
     def decline(self, servers: list[str], rng: random.Random) -> str:
         return rng.choice(DECLINE).format(what_i_can=" and ".join(servers))

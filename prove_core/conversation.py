@@ -33,6 +33,7 @@ from prove_core.runtime import Environment, ToolResult
 from prove_core.testing.conformance import example_at
 from prove_core.toolkit.server import ToolDef
 from prove_core.toolkit.state import State
+from prove_core.validation import SCHEMA_CODES
 
 
 
@@ -44,6 +45,7 @@ class Step:
     tool: ToolDef
     public_name: str
     fixed: dict[str, Any] = attrs.field(factory=dict)  # values the user states (sampled or example)
+    alternatives: dict[str, list[str]] = attrs.field(factory=dict)  # other usable ids per parameter
     refs: dict[str, tuple[int, str]] = attrs.field(factory=dict)  # param -> (earlier step index, entity)
     args: dict[str, Any] = attrs.field(factory=dict)  # resolved at execution
     result: ToolResult | None = None
@@ -123,6 +125,9 @@ class ConversationMachine:
                     record = _coherent_choice(pool, chosen, rng)
                     chosen.append(record)
                     step.fixed[name] = record["id"]
+                    others = [c["id"] for c in pool if c["id"] != record["id"]]
+                    rng.shuffle(others)
+                    step.alternatives[name] = others[: self.config.alternatives]
                 elif name in example:
                     step.fixed[name] = example[name]
                 elif "enum" in prop:
@@ -170,16 +175,37 @@ class ConversationMachine:
                     rt.close(sid)
                     raise Unusable(f"no {entity} id flowed from {steps[j].tool.name} to {step.tool.name}")
                 args[param] = ids[0]
+                step.alternatives[param] = ids[1 : 1 + self.config.alternatives]
             step.args = args
+            step.result = rt.call(sid, step.tool.name, args)
+            if step.result.is_error and step.result.code not in SCHEMA_CODES and rng.random() >= self.config.failure_rate:
+                self._find_working_values(step, args, sid)
             if rng.random() < self.config.retry_rate:
+                # A schema-rejected first attempt changes nothing, so it can be made after the
+                # real call and still stand before it in the conversation.
                 step.flawed = self._flaw(step, rng)
                 if step.flawed is not None:
                     step.flawed_result = rt.call(sid, step.tool.name, step.flawed)
-            step.result = rt.call(sid, step.tool.name, args)
+                    if step.flawed_result.code not in SCHEMA_CODES:
+                        step.flawed = step.flawed_result = None
             done.append(step)
             if step.result.is_error and self.config.give_up_on_failure:
                 return "gave_up", done, sid
         return "completed", done, sid
+
+    def _find_working_values(self, step: Step, args: dict[str, Any], sid: str) -> None:
+        """Try other candidates (sampled entities for user-given values, other ids of the source
+        result for flowing ones) until the call succeeds; a failed call changes nothing, so
+        trying is free. Keeps the first success."""
+        for param, others in step.alternatives.items():
+            for candidate in others:
+                trial = {**args, param: candidate}
+                result = self.runtime.call(sid, step.tool.name, trial)
+                if not result.is_error:
+                    if param in step.fixed:
+                        step.fixed[param] = candidate
+                    step.args, step.result = trial, result
+                    return
 
     def _flaw(self, step: Step, rng: random.Random) -> dict[str, Any] | None:
         """A plausible mistake the schema rejects: a required value dropped or mistyped."""

@@ -14,6 +14,8 @@ are skipped, and nothing is lost or written twice.
 from __future__ import annotations
 
 import json
+import math
+import os
 import random
 import sys
 import time
@@ -31,7 +33,7 @@ from prove_core.errors import ConfigError
 from prove_core.graph import Chain, GraphCache, coverage_report, schema_hash
 from prove_core.model import Example, JsonlWriter, read_jsonl, to_json
 from prove_core.runtime import Environment, ServerRuntime
-from prove_core.validation import Deduper, call_tokens, provenance, replay, ungrounded_mentions
+from prove_core.validation import Deduper, call_tokens, replay, ungrounded_mentions
 
 log = structlog.get_logger()
 
@@ -64,7 +66,8 @@ def _plan_server(entry: ResolvedServer, cfg: SynthConfig, plugins: Any, experime
         log.info("graph from cache", server=entry.name, digest=digest)
     extractor = registry.load("extractors", cfg.extractor)
     extractor = attrs.evolve(extractor, min_length=cfg.min_chain_length, max_length=cfg.max_chain_length)
-    chains = extractor.extract(graph, sample=cfg.chains_per_server, seed=cfg.seed)
+    wanted = cfg.chains_per_server or max(400, math.ceil(1.5 * cfg.examples / max(1, len(experiment.servers))))
+    chains = extractor.extract(graph, sample=wanted, seed=cfg.seed)
     if not chains:
         raise ConfigError(f"server {entry.name!r}: the dependency graph yields no chain of length >= {cfg.min_chain_length}")
     random.Random(f"{cfg.seed}:{entry.name}").shuffle(chains)
@@ -122,8 +125,6 @@ def _validate(example: Example, env: Environment, cfg: SynthConfig) -> str | Non
     verdict = replay(example, env, max_error_rate=cfg.max_error_rate)
     if not verdict.ok:
         return verdict.reason
-    if provenance(example, env):
-        return "provenance"
     if ungrounded_mentions(example, env):
         return "ungrounded_mention"
     return None
@@ -166,55 +167,37 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
         stats.drops[record["reason"]] += 1
     resumed = kept_calls
     bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress)
-    contexts: dict[tuple[str, int], Any] = {}
+    global _WORK
+    _WORK = _Work(plans=plans, cfg=cfg, names=names, run=experiment.name)
     with JsonlWriter(corpus) as writer, JsonlWriter(drops) as dropped:
         limit = cfg.examples * cfg.max_attempts_factor
-        i = 0
-        while kept_calls < cfg.examples and i < limit:
-            server = names[i % len(names)]
-            example_id = f"{experiment.name}-{server}-{i:06d}"
-            i += 1
-            if example_id in writer or example_id in dropped:
-                continue
-            plan = plans[server]
-            n = (i - 1) // len(names)
-            refresh = n // cfg.refresh_every
-            if (server, refresh) not in contexts:
-                contexts[(server, refresh)] = plan.context.subset(random.Random(f"{cfg.seed}:{server}:{refresh}"), cfg.sample_size)
-            started = time.perf_counter()
-            rng = random.Random(f"{cfg.seed}:{server}:{n}")  # not the run name: same seed, same corpus
-            drafted_extra: Example | None = None
-            try:
-                if rng.random() < cfg.abstention_rate:
-                    example = plan.machine.abstention(n, example_id)
-                else:
-                    drafted = plan.machine.draft(plan.chains[n % len(plan.chains)], contexts[(server, refresh)], n, example_id)
-                    example, drafted_extra = drafted.example, drafted.clarification
-            except Unusable as exc:
-                stats.seconds["generate"] += time.perf_counter() - started
-                dropped.write({"id": example_id, "reason": "id_did_not_flow", "detail": str(exc)})
-                stats.drops["id_did_not_flow"] += 1
-                continue
-            generated = time.perf_counter()
-            stats.seconds["generate"] += generated - started
-            reason = _validate(example, plan.env, cfg)
-            if reason is None and not dedup.offer(call_tokens(example)):
-                reason = "duplicate"
-            stats.seconds["validate"] += time.perf_counter() - generated
-            if reason is not None:
-                dropped.write({"id": example_id, "reason": reason})
-                stats.drops[reason] += 1
-                continue
-            # The companion goes first: a kill between the two writes leaves the main example
-            # unwritten, so a resumed run regenerates it (and skips the companion already there).
-            if drafted_extra is not None and drafted_extra.id not in writer and dedup.offer(call_tokens(drafted_extra)):
-                writer.write(to_json(drafted_extra))
-                stats.keep(drafted_extra)
-            writer.write(to_json(example))
-            stats.keep(example)
-            if example.task.expected == "call":
-                kept_calls += 1
-            bar.update(kept_calls)
+        todo = (i for i in range(limit) if _WORK.example_id(i) not in writer and _WORK.example_id(i) not in dropped)
+        with _pool(cfg.workers or os.cpu_count() or 1) as pool:
+            # imap keeps index order, so dedup and writes happen exactly as in a single process
+            results = pool.imap(_produce, todo, chunksize=16) if pool else map(_produce, todo)
+            for outcome in results:
+                if kept_calls >= cfg.examples:
+                    break  # workers may have run ahead; their results past the target are not used
+                stats.seconds["generate"] += outcome.generate_s
+                stats.seconds["validate"] += outcome.validate_s
+                reason = outcome.reason
+                if reason is None and not dedup.offer(call_tokens(outcome.example)):
+                    reason = "duplicate"
+                if reason is not None:
+                    dropped.write({"id": outcome.example_id, "reason": reason, "detail": outcome.detail})
+                    stats.drops[reason] += 1
+                    continue
+                # The companion goes first: a kill between the two writes leaves the main example
+                # unwritten, so a resumed run regenerates it (and skips the companion already there).
+                extra = outcome.companion
+                if extra is not None and extra.id not in writer and dedup.offer(call_tokens(extra)):
+                    writer.write(to_json(extra))
+                    stats.keep(extra)
+                writer.write(to_json(outcome.example))
+                stats.keep(outcome.example)
+                kept_calls += outcome.example.task.expected == "call"
+                bar.update(kept_calls)
+    _WORK = None
     report = stats.to_json(plans)
     report["resumed_from"] = resumed
     report["target"] = cfg.examples
@@ -231,6 +214,80 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     for name, cov in report["tool_coverage"].items():
         echo(f"  {name}: {cov['used']}/{cov['tools']} tools used, {cov['chains']} chains")
     return report
+
+
+@attrs.define
+class _Work:
+    """What a worker needs; set before the pool forks, so workers inherit it without pickling."""
+
+    plans: dict[str, ServerPlan]
+    cfg: SynthConfig
+    names: list[str]
+    run: str
+    contexts: dict[tuple[str, int], Any] = attrs.field(factory=dict)
+
+    def example_id(self, i: int) -> str:
+        return f"{self.run}-{self.names[i % len(self.names)]}-{i:06d}"
+
+
+_WORK: _Work | None = None
+
+
+@attrs.frozen
+class _Outcome:
+    example_id: str
+    example: Example | None
+    companion: Example | None
+    reason: str | None
+    detail: str
+    generate_s: float
+    validate_s: float
+
+
+def _produce(i: int) -> _Outcome:
+    """Conversation ``i``: draft it and validate it (everything but dedup, which needs order)."""
+    work = _WORK
+    assert work is not None
+    cfg, server = work.cfg, work.names[i % len(work.names)]
+    plan, n = work.plans[server], i // len(work.names)
+    example_id = work.example_id(i)
+    refresh = n // cfg.refresh_every
+    if (server, refresh) not in work.contexts:
+        work.contexts[(server, refresh)] = plan.context.subset(random.Random(f"{cfg.seed}:{server}:{refresh}"), cfg.sample_size)
+    started = time.perf_counter()
+    rng = random.Random(f"{cfg.seed}:{server}:{n}")  # not the run name: same seed, same corpus
+    companion = None
+    try:
+        if rng.random() < cfg.abstention_rate:
+            example = plan.machine.abstention(n, example_id)
+        else:
+            drafted = plan.machine.draft(plan.chains[n % len(plan.chains)], work.contexts[(server, refresh)], n, example_id)
+            example, companion = drafted.example, drafted.clarification
+    except Unusable as exc:
+        return _Outcome(example_id, None, None, "id_did_not_flow", str(exc), time.perf_counter() - started, 0.0)
+    generated = time.perf_counter()
+    reason = _validate(example, plan.env, cfg)
+    return _Outcome(example_id, example, companion, reason, "", generated - started, time.perf_counter() - generated)
+
+
+class _pool:
+    """A fork-based process pool for ``workers > 1``; ``None`` (run inline) otherwise."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool: Any = None
+
+    def __enter__(self) -> Any:
+        if self.workers > 1:
+            import multiprocessing
+
+            self.pool = multiprocessing.get_context("fork").Pool(self.workers)
+        return self.pool
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
 
 
 def _example(record: dict[str, Any]) -> Example:

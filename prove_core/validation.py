@@ -3,8 +3,8 @@
 - **replay**: the conversation's calls run again, in order, on a fresh session from the task's
   seed and must give exactly the recorded results; more than ``max_error_rate`` schema or
   execution errors drops it (an empty result is not an error);
-- **provenance**: every id or secret an assistant passes to a tool must appear earlier, in a
-  user turn or a tool result — the model could not have known it otherwise;
+- **provenance** (checked in the same pass): every id or secret an assistant passes to a tool
+  must appear earlier, in a user turn or a tool result — the model could not have known it;
 - **grounding**: every id a user turn mentions exists in the seed state;
 - **dedup**: Jaccard similarity of the examples' call sets; at or above the threshold the later
   example is a duplicate.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,34 +38,50 @@ class Verdict:
     execution_errors: int = 0
 
 
-def tool_calls(example: Example) -> list[tuple[Any, str | None]]:
-    """(call, recorded tool-message content) pairs in conversation order."""
-    recorded = {m.tool_call_id: m.content for m in example.messages if m.role == "tool"}
-    return [(c, recorded.get(c.id)) for m in example.messages if m.role == "assistant" for c in m.tool_calls]
-
-
 def replay(example: Example, env: Environment, *, max_error_rate: float = 0.3) -> Verdict:
+    """Replay every call on a fresh session: the results must equal the recorded ones, errors must
+    stay within ``max_error_rate``, and (in the same pass) ids and secrets must have provenance."""
     sid = env.new_session()
     try:
-        pairs = tool_calls(example)
-        schema = execution = 0
-        for call, recorded in pairs:
-            result = env.call(sid, call.name, call.arguments)
-            if recorded is None or json.loads(recorded) != result.structured:
-                return Verdict(ok=False, reason="replay_mismatch",
-                               detail=f"{call.name} gave a different result on replay", calls=len(pairs))
-            if result.is_error:
-                if result.code in SCHEMA_CODES:
-                    schema += 1
-                else:
-                    execution += 1
-        if pairs and (schema + execution) / len(pairs) > max_error_rate:
-            return Verdict(ok=False, reason="too_many_errors", calls=len(pairs), schema_errors=schema,
-                           execution_errors=execution,
-                           detail=f"{schema + execution} of {len(pairs)} calls failed")
-        return Verdict(ok=True, calls=len(pairs), schema_errors=schema, execution_errors=execution)
+        recorded = {m.tool_call_id: m.content for m in example.messages if m.role == "tool"}
+        calls = schema = execution = 0
+        seen_text: list[str] = []
+        for message in example.messages:
+            if message.role in ("user", "tool") and message.content:
+                seen_text.append(message.content)
+            for call in message.tool_calls:
+                calls += 1
+                problem = _unsourced(call, env, sid, "\n".join(seen_text))
+                if problem:
+                    return Verdict(ok=False, reason="provenance", detail=problem, calls=calls)
+                result = env.call(sid, call.name, call.arguments)
+                content = recorded.get(call.id)
+                if content is None or json.loads(content) != result.structured:
+                    return Verdict(ok=False, reason="replay_mismatch",
+                                   detail=f"{call.name} gave a different result on replay", calls=calls)
+                if result.is_error:
+                    if result.code in SCHEMA_CODES:
+                        schema += 1
+                    else:
+                        execution += 1
+        if calls and (schema + execution) / calls > max_error_rate:
+            return Verdict(ok=False, reason="too_many_errors", calls=calls, schema_errors=schema,
+                           execution_errors=execution, detail=f"{schema + execution} of {calls} calls failed")
+        return Verdict(ok=True, calls=calls, schema_errors=schema, execution_errors=execution)
     finally:
         env.close(sid)
+
+
+def _unsourced(call: Any, env: Environment, sid: str, seen: str) -> str | None:
+    """The first id or secret in the call's arguments that no earlier user turn or tool result
+    contains (an id is a key of a table of the session's current state)."""
+    states = [(rt, rt.state(sid)) for rt in env.runtimes.values()]
+    for key, value in _strings(call.arguments):
+        secret = any(word in key.lower() for word in SECRET_WORDS)
+        is_id = any(value in state._tables[name] for rt, state in states for name in rt.server.state_type._table_specs)
+        if (is_id or secret) and value not in seen:
+            return f"{call.name}.{key}={value!r} appears in no earlier turn"
+    return None
 
 
 def _strings(value: Any) -> Iterable[tuple[str, str]]:
@@ -80,44 +97,31 @@ def _strings(value: Any) -> Iterable[tuple[str, str]]:
             yield from _strings(v)
 
 
-def _all_ids(env: Environment, sid: str) -> set[str]:
-    ids: set[str] = set()
-    for rt in env.runtimes.values():
-        state = rt.state(sid)
-        for name in rt.server.state_type._table_specs:
-            ids.update(rid for rid in state._tables[name].keys())
-    return ids
-
-
 def provenance(example: Example, env: Environment) -> list[str]:
     """Ids and secrets in call arguments that appear in no earlier user turn or tool result."""
-    sid = env.new_session()
-    try:
-        known_ids = _all_ids(env, sid)
-        seen_text = ""
-        problems = []
-        for message in example.messages:
-            if message.role in ("user", "tool") and message.content:
-                seen_text += "\n" + message.content
-            for call in message.tool_calls:
-                env.call(sid, call.name, call.arguments)  # ids created by this call exist from now on
-                for key, value in _strings(call.arguments):
-                    secret = any(word in key.lower() for word in SECRET_WORDS)
-                    if (value in known_ids or secret) and value not in seen_text:
-                        problems.append(f"{call.name}.{key}={value!r} appears in no earlier turn")
-                known_ids = _all_ids(env, sid)
-        return problems
-    finally:
-        env.close(sid)
+    verdict = replay(example, env, max_error_rate=1.0)
+    return [verdict.detail] if verdict.reason == "provenance" else []
+
+
+_SEED_IDS: weakref.WeakKeyDictionary[Environment, set[str]] = weakref.WeakKeyDictionary()
+
+
+def seed_ids(env: Environment) -> set[str]:
+    """Every id-shaped string anywhere in the environment's seed state (record ids and nested
+    ones such as order items); computed once per environment."""
+    if env not in _SEED_IDS:
+        sid = env.new_session()
+        try:
+            blob = json.dumps([rt.state(sid).to_json()["tables"] for rt in env.runtimes.values()], default=str)
+        finally:
+            env.close(sid)
+        _SEED_IDS[env] = set(ID_PATTERN.findall(blob))
+    return _SEED_IDS[env]
 
 
 def ungrounded_mentions(example: Example, env: Environment) -> list[str]:
     """Id-like tokens in user turns that do not exist in the seed state."""
-    sid = env.new_session()
-    try:
-        existing = _all_ids(env, sid)
-    finally:
-        env.close(sid)
+    existing = seed_ids(env)
     return [token for m in example.messages if m.role == "user" and m.content
             for token in ID_PATTERN.findall(m.content) if token not in existing]
 
