@@ -91,6 +91,10 @@ class MachineConfig:
     retry_rate: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     optional_arg_rate: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     give_up_on_failure: bool = True  # after a business-rule failure, report it and stop
+    # Share of conversations that keep a business-rule failure (and the assistant giving up);
+    # in the others the sampler's alternatives are tried until the call succeeds.
+    failure_rate: float = attrs.field(default=0.15, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    alternatives: int = attrs.field(default=6, validator=attrs.validators.ge(0))  # candidates tried per value
 
     @strata.validator
     def _check_strata(self, _attr: Any, value: dict[str, float]) -> None:
@@ -127,7 +131,8 @@ class SynthConfig:
     verify_edges: bool = True
     min_chain_length: int = attrs.field(default=2, validator=attrs.validators.ge(2))
     max_chain_length: int = attrs.field(default=5, validator=[attrs.validators.ge(2), attrs.validators.le(8)])
-    chains_per_server: int = attrs.field(default=400, validator=attrs.validators.gt(0))
+    # chains sampled per server; None: enough for the target (1.5 x examples / servers, >= 400)
+    chains_per_server: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     abstention_rate: float = attrs.field(default=0.08, validator=[attrs.validators.ge(0), attrs.validators.lt(1)])
     refresh_every: int = attrs.field(default=50, validator=attrs.validators.gt(0))
     sample_size: int = attrs.field(default=8, validator=attrs.validators.gt(0))
@@ -136,6 +141,7 @@ class SynthConfig:
     max_error_rate: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     dedup_threshold: float = attrs.field(default=0.7, validator=[attrs.validators.gt(0), attrs.validators.le(1)])
     max_attempts_factor: int = attrs.field(default=5, validator=attrs.validators.gt(0))
+    workers: int = attrs.field(default=1, validator=attrs.validators.ge(0))  # processes; 0 = all cores
     cache_dir: str = ".prove_cache/graphs"
     exports: list[str] = attrs.field(factory=lambda: ["trl", "openrlhf"])
     plots: bool = True
