@@ -119,6 +119,15 @@ class RuleConfig:
 
 
 @attrs.frozen(kw_only=True)
+class ImportConfig:
+    """``[[synth.imports]]``: published abstention/clarification data from a local file."""
+
+    format: str = attrs.field(validator=attrs.validators.in_(("when2call", "xlam_irrelevance")))
+    path: str
+    limit: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
+
+
+@attrs.frozen(kw_only=True)
 class SynthConfig:
     """``[synth]``: every knob of the synthesis pipeline, with the paper's defaults (docs/synthesis.md)."""
 
@@ -142,6 +151,7 @@ class SynthConfig:
     dedup_threshold: float = attrs.field(default=0.7, validator=[attrs.validators.gt(0), attrs.validators.le(1)])
     max_attempts_factor: int = attrs.field(default=5, validator=attrs.validators.gt(0))
     workers: int = attrs.field(default=1, validator=attrs.validators.ge(0))  # processes; 0 = all cores
+    imports: list[ImportConfig] = attrs.field(factory=list)
     cache_dir: str = ".prove_cache/graphs"
     exports: list[str] = attrs.field(factory=lambda: ["trl", "openrlhf"])
     plots: bool = True

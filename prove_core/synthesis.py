@@ -93,7 +93,7 @@ class Stats:
         self.seconds = {"generate": 0.0, "validate": 0.0}
 
     def keep(self, example: Example) -> None:
-        server = example.task.servers[0]
+        server = example.task.servers[0] if example.task.servers else f"imported:{example.task.meta.get('source', '?')}"
         self.by_server[server] += 1
         self.by_behaviour[example.task.expected] += 1
         if example.task.expected == "call":
@@ -197,7 +197,16 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 stats.keep(outcome.example)
                 kept_calls += outcome.example.task.expected == "call"
                 bar.update(kept_calls)
-    _WORK = None
+        _WORK = None
+        for spec in cfg.imports:
+            for example in _import(spec, plugins, cfg):
+                if example.id in writer:
+                    continue
+                if dedup.offer(call_tokens(example)):
+                    writer.write(to_json(example))
+                    stats.keep(example)
+                else:
+                    stats.drops["duplicate"] += 1
     report = stats.to_json(plans)
     report["resumed_from"] = resumed
     report["target"] = cfg.examples
@@ -288,6 +297,19 @@ class _pool:
         if self.pool is not None:
             self.pool.terminate()
             self.pool.join()
+
+
+def _import(spec: Any, plugins: Any, cfg: SynthConfig) -> Any:
+    from prove_core.importers import IMPORTERS
+
+    teacher = plugins.registry.load("teachers", cfg.teacher)
+    system = "You are an assistant that can call the tools listed for this conversation."
+    path = Path(spec.path)
+    if spec.format == "xlam_irrelevance":
+        rng = random.Random(f"{cfg.seed}:xlam")
+        return IMPORTERS[spec.format](path, system=system, limit=spec.limit,
+                                      decline=lambda n: teacher.decline(["the tools listed"], rng))
+    return IMPORTERS[spec.format](path, system=system, limit=spec.limit)
 
 
 def _example(record: dict[str, Any]) -> Example:
