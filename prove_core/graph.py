@@ -67,10 +67,12 @@ class Chain:
 
 
 def schema_hash(specs: Iterable[ToolSpec]) -> str:
-    """A hash of everything a labeller looks at: names, schemas, annotations, entity metadata."""
+    """A hash of everything a labeller looks at: names, descriptions, schemas, annotations and
+    entity metadata."""
     payload = [
         {
             "name": s.name,
+            "description": s.description,
             "parameters": s.parameters,
             "annotations": attrs.asdict(s.annotations),
             "reads": s.reads,
