@@ -118,7 +118,9 @@ class ProgrammaticTeacher:
         text = f"{phrase} {obj}".strip()
         return f"{text} ({details})" if details and rng.random() < 0.5 else (f"{text} with {details}" if details else text)
 
-    def user_request(self, intents: list[str], persona: str, minimal: bool, follow_up: bool, rng: random.Random) -> str:
+    def user_request(self, intents: list[str], persona: str, minimal: bool, follow_up: bool, rng: random.Random,
+                     values: tuple[Any, ...] = ()) -> str:
+        """The user's message for one turn; ``intents`` already name the ``values`` the user gives."""
         task = " and then ".join(intents)
         if minimal:
             return rng.choice(TERSE).format(task=task)

@@ -152,6 +152,8 @@ class SynthConfig:
     max_attempts_factor: int = attrs.field(default=5, validator=attrs.validators.gt(0))
     workers: int = attrs.field(default=1, validator=attrs.validators.ge(0))  # processes; 0 = all cores
     imports: list[ImportConfig] = attrs.field(factory=list)
+    # options of LLM-backed components (labeller/teacher "llm"): base_url, model, api_key_env, ...
+    llm: dict[str, Any] = attrs.field(factory=dict)
     cache_dir: str = ".prove_cache/graphs"
     exports: list[str] = attrs.field(factory=lambda: ["trl", "openrlhf"])
     plots: bool = True

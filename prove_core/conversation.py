@@ -238,12 +238,13 @@ class ConversationMachine:
         call_no = 0
         for t, (start, end) in enumerate(turns):
             turn_steps = done[start:end]
-            intents = []
+            intents, values = [], []
             for step in turn_steps:
                 said = {k: v for k, v in step.fixed.items() if not (withheld and step is done[0] and k == withheld)}
                 intents.append(self.teacher.intent(step.public_name, said, rng))
+                values += [v for k, v in said.items() if step.tool.spec.parameters["properties"].get(k, {}).get("x-prove-entity")]
             messages.append(Message(role="user", content=self.teacher.user_request(
-                intents, persona, stratum == "minimal", t > 0, rng)))
+                intents, persona, stratum == "minimal", t > 0, rng, values=tuple(values))))
             if t == 0 and withheld is not None:
                 question = self.teacher.clarify_question(withheld, rng)
                 prompt = [*messages, Message(role="assistant", content=question)]

@@ -53,7 +53,7 @@ def _plan_server(entry: ResolvedServer, cfg: SynthConfig, plugins: Any, experime
     runtime = ServerRuntime(registry.load("servers", entry.name), seed=entry.seed, options=entry.options,
                             max_sessions=experiment.sessions.max_sessions)
     env = Environment([runtime])
-    labeller = registry.load("extractors", cfg.labeller)
+    labeller = _configured(registry.load("extractors", cfg.labeller), cfg)
     if hasattr(labeller, "verify") and labeller.verify != cfg.verify_edges:
         labeller = attrs.evolve(labeller, verify=cfg.verify_edges)
     cache = GraphCache(cfg.cache_dir)
@@ -75,10 +75,21 @@ def _plan_server(entry: ResolvedServer, cfg: SynthConfig, plugins: Any, experime
 
     rules = [SupportRule(**attrs.asdict(r)) for r in cfg.rules]
     context = registry.load("samplers", cfg.sampler).sample(env, rules)
-    teacher = registry.load("teachers", cfg.teacher)
+    teacher = _configured(registry.load("teachers", cfg.teacher), cfg)
     machine = ConversationMachine(env, teacher, cfg.conversation, seed=cfg.seed)
     return ServerPlan(runtime=runtime, env=env, machine=machine, chains=chains, context=context,
                       coverage=coverage_report(graph.tools, chains, graph))
+
+
+def _configured(component: Any, cfg: SynthConfig) -> Any:
+    """Phase two of config loading for LLM-backed components: ``[synth.llm]`` is structured with
+    the component's own options class (its ``llm`` field), so unknown keys name their path."""
+    field = attrs.fields_dict(type(component)).get("llm") if attrs.has(type(component)) else None
+    if field is None:
+        return component
+    from prove_core.config import structure
+
+    return attrs.evolve(component, llm=structure(cfg.llm, type(component.llm), path="$.synth.llm"))
 
 
 class Stats:
