@@ -274,6 +274,8 @@ class State:
         return self._vars.get(name, default)
 
     def set_var(self, name: str, value: Any) -> None:
+        if name in self._vars and self._vars[name] == value:
+            return  # unchanged: the state (and its clock) must not move
         self._vars = self._vars.set(name, value)
 
     def next_counter(self, name: str) -> int:

@@ -185,3 +185,13 @@ def test_money_rounds_half_away_from_zero_and_never_gives_negative_zero():
 
     assert money(2.675) == 2.68 and money(-2.675) == -2.68
     assert str(money(-1e-12)) == "0.0"
+
+
+def test_setting_a_variable_to_its_value_is_not_a_change():
+    state = Shop()
+    state.set_var("mode", "park")
+    snap = state.snapshot()
+    state.set_var("mode", "park")
+    assert not state.changed_since(snap)
+    state.set_var("mode", "drive")
+    assert state.changed_since(snap)
