@@ -100,13 +100,14 @@ class Collection:
     def new_id(self) -> str:
         return self._state.new_id(self._table.prefix)
 
-    def get(self, record_id: str) -> dict[str, Any]:
-        """The record with this id, or a typed NOT_FOUND naming the entity."""
+    def get(self, record_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        """The record with this id, or a typed NOT_FOUND naming the entity (``reason`` overrides
+        the default ``<ENTITY>_NOT_FOUND``, e.g. ``UNKNOWN_SYMBOL``)."""
         record = self._map.get(record_id)
         if record is None:
             raise NotFound(
                 f"{self._table.entity} {record_id!r} does not exist",
-                reason=f"{self._table.entity.upper()}_NOT_FOUND",
+                reason=reason or f"{self._table.entity.upper()}_NOT_FOUND",
                 id=record_id,
             )
         return _public(record)

@@ -195,3 +195,9 @@ def test_setting_a_variable_to_its_value_is_not_a_change():
     assert not state.changed_since(snap)
     state.set_var("mode", "drive")
     assert state.changed_since(snap)
+
+
+def test_get_can_name_its_own_not_found_reason():
+    with pytest.raises(NotFound) as err:
+        Shop().items.get("AAPL", reason="UNKNOWN_SYMBOL")
+    assert err.value.reason == "UNKNOWN_SYMBOL" and err.value.code.value == "NOT_FOUND"
