@@ -15,7 +15,7 @@ from prove_core.errors import (
     ToolError,
 )
 from prove_core.toolkit import fake
-from prove_core.toolkit.helpers import money, paginate, parse_date, require
+from prove_core.toolkit.helpers import haversine_km, money, paginate, parse_date, require
 from prove_core.toolkit.server import NoOptions, Server, ToolAnnotations, ToolDef, ToolSpec, ref
 from prove_core.toolkit.state import Collection, Snapshot, State, Table, public
 
@@ -38,6 +38,7 @@ __all__ = [
     "ToolError",
     "ToolSpec",
     "fake",
+    "haversine_km",
     "money",
     "paginate",
     "parse_date",
