@@ -107,6 +107,10 @@ class Example:
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
+# Free-form JSON fields (tool arguments, tool schemas, task meta) are already plain JSON: pass
+# them through instead of walking every nested value (the walk dominated corpus writing).
+_JSON_SHAPES = (dict[str, Any], list[dict[str, Any]])
+_converter.register_unstructure_hook_func(lambda t: t in _JSON_SHAPES, lambda value: value)
 
 
 def to_json(obj: Any) -> dict[str, Any]:
