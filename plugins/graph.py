@@ -10,13 +10,12 @@ the kept edges.
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import attrs
 import structlog
 
 from prove_core import hookimpl
-from prove_core.graph import Chain, Edge, ToolGraph, schema_hash
+from prove_core.graph import Chain, Edge, ToolGraph, as_argument, flowing_values, schema_hash
 from prove_core.runtime import Environment, ServerRuntime
 from prove_core.testing.conformance import example_at
 from prove_core.toolkit.server import ToolDef
@@ -30,25 +29,6 @@ REJECTED = {"INVALID_ARGUMENT", "UNKNOWN_TOOL", "NOT_FOUND"}
 def entity_tables(runtime: ServerRuntime) -> dict[str, str]:
     """Entity type -> table name of a server's state."""
     return {table.entity: name for name, table in runtime.server.state_type._table_specs.items()}
-
-
-def ids_in(value: Any, table: Any) -> list[str]:
-    """Every string in a JSON value that is an id of a record of ``table`` (in first-seen order)."""
-    found: list[str] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, str):
-            if v in table and v not in found:
-                found.append(v)
-        elif isinstance(v, dict):
-            for item in v.values():
-                walk(item)
-        elif isinstance(v, list):
-            for item in v:
-                walk(item)
-
-    walk(value)
-    return found
 
 
 def _outputs(tool: ToolDef) -> set[str]:
@@ -116,11 +96,11 @@ class SchemaLabeller:
             if out.is_error:
                 return False
             if edge.label == "explicit":
-                table = getattr(rt.state(sid), entity_tables(rt)[edge.entity])
-                ids = ids_in(out.data, table)
+                ids = flowing_values(rt, sid, edge.entity, edge.param, out.data)
                 if not ids:
                     return False
-                args = {**args, edge.param: ids[0]}
+                prop = b.spec.parameters["properties"][edge.param]
+                args = {**args, edge.param: as_argument(prop, ids[0])}
             result = rt.call(sid, b.name, args)
             return not (result.is_error and result.code in REJECTED)
         finally:

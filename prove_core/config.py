@@ -94,7 +94,7 @@ class MachineConfig:
     # Share of conversations that keep a business-rule failure (and the assistant giving up);
     # in the others the sampler's alternatives are tried until the call succeeds.
     failure_rate: float = attrs.field(default=0.15, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
-    alternatives: int = attrs.field(default=6, validator=attrs.validators.ge(0))  # candidates tried per value
+    alternatives: int = attrs.field(default=25, validator=attrs.validators.ge(0))  # candidates tried per value
 
     @strata.validator
     def _check_strata(self, _attr: Any, value: dict[str, float]) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from prove_core.config import STRATA, MachineConfig
-from prove_core.graph import Chain
+from prove_core.graph import Chain, as_argument, flowing_values
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.runtime import Environment, ToolResult
 from prove_core.testing.conformance import example_at
@@ -62,17 +62,12 @@ class Drafted:
     outcome: str  # "completed" or "gave_up"
 
 
-def _ids_in(value: Any, table: Any, out: list[str]) -> list[str]:
-    if isinstance(value, str):
-        if value in table and value not in out:
-            out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _ids_in(v, table, out)
-    elif isinstance(value, list):
-        for v in value:
-            _ids_in(v, table, out)
-    return out
+def used(step: Any) -> set[str]:
+    """The ids a step's user-given arguments already hold (single ids and lists of ids)."""
+    out: set[str] = set()
+    for value in step.fixed.values():
+        out.update(value if isinstance(value, list) else [value])
+    return {v for v in out if isinstance(v, str)}
 
 
 class ConversationMachine:
@@ -119,15 +114,15 @@ class ConversationMachine:
                 source = self._earlier_source(steps, entity, name, chain, i) if entity else None
                 if source is not None:
                     step.refs[name] = (source, entity)
-                elif entity and [c for c in context.candidates(self.runtime.name, entity) if c["id"] not in step.fixed.values()]:
+                elif entity and [c for c in context.candidates(self.runtime.name, entity) if c["id"] not in used(step)]:
                     # two parameters of one call never get the same entity (no transfer to itself)
-                    pool = [c for c in context.candidates(self.runtime.name, entity) if c["id"] not in step.fixed.values()]
+                    pool = [c for c in context.candidates(self.runtime.name, entity) if c["id"] not in used(step)]
                     record = _coherent_choice(pool, chosen, rng)
                     chosen.append(record)
-                    step.fixed[name] = record["id"]
+                    step.fixed[name] = as_argument(prop, record["id"])
                     others = [c["id"] for c in pool if c["id"] != record["id"]]
                     rng.shuffle(others)
-                    step.alternatives[name] = others[: self.config.alternatives]
+                    step.alternatives[name] = [as_argument(prop, x) for x in others[: self.config.alternatives]]
                 elif name in example:
                     step.fixed[name] = example[name]
                 elif "enum" in prop:
@@ -165,17 +160,19 @@ class ConversationMachine:
                 if source is None or source.is_error:  # unreachable: a failure stops the run first
                     rt.close(sid)
                     raise Unusable(f"{step.tool.name} needs the result of a failed call")
-                table = getattr(rt.state(sid), self.tables[entity])
-                taken = {v for v in args.values() if isinstance(v, str)}
-                ids = [x for x in _ids_in(source.data, table, []) if x not in taken]
+                taken = {x for v in args.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)}
+                ids = [x for x in flowing_values(rt, sid, entity, param, source.data) if x not in taken]
                 # prefer an id whose record belongs with the values already in the call
                 # (the customer's own account, the card of that account)
-                ids.sort(key=lambda rid: -_affinity(table.find(rid) or {}, args))
+                if entity in self.tables:
+                    table = getattr(rt.state(sid), self.tables[entity])
+                    ids.sort(key=lambda rid: -_affinity(table.find(rid) or {}, args))
                 if not ids:
                     rt.close(sid)
                     raise Unusable(f"no {entity} id flowed from {steps[j].tool.name} to {step.tool.name}")
-                args[param] = ids[0]
-                step.alternatives[param] = ids[1 : 1 + self.config.alternatives]
+                prop = step.tool.spec.parameters["properties"][param]
+                args[param] = as_argument(prop, ids[0])
+                step.alternatives[param] = [as_argument(prop, x) for x in ids[1 : 1 + self.config.alternatives]]
             step.args = args
             step.result = rt.call(sid, step.tool.name, args)
             if step.result.is_error and step.result.code not in SCHEMA_CODES and rng.random() >= self.config.failure_rate:

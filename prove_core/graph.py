@@ -111,6 +111,36 @@ class GraphCache:
         return path
 
 
+def _collect_strings(value: Any, keep: Any, key: str | None, out: list[str]) -> list[str]:
+    if isinstance(value, str):
+        if keep(value, key) and value not in out:
+            out.append(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _collect_strings(v, keep, k, out)
+    elif isinstance(value, list):
+        for v in value:
+            _collect_strings(v, keep, key, out)
+    return out
+
+
+def flowing_values(runtime: Any, session_id: str, entity: str, param: str, output: Any) -> list[str]:
+    """Values in a tool's output that can fill an argument referring to ``entity``: ids of
+    records of the entity's table; for an entity without a table (a path, a handle) the strings
+    stored under the argument's own name, the entity's name, ``<entity>_id``, ``id`` or ``path``."""
+    tables = {t.entity: name for name, t in runtime.server.state_type._table_specs.items()}
+    if entity in tables:
+        table = getattr(runtime.state(session_id), tables[entity])
+        return _collect_strings(output, lambda v, _k: v in table, None, [])
+    keys = {param, entity, f"{entity}_id", f"{entity}_path", "id", "path"}
+    return _collect_strings(output, lambda _v, k: k in keys, None, [])
+
+
+def as_argument(prop: dict[str, Any], value: Any) -> Any:
+    """An id as the argument a parameter takes: wrapped in a list for an array of ids."""
+    return [value] if prop.get("type") == "array" and not isinstance(value, list) else value
+
+
 def coverage_report(tools: list[str], chains: list[Chain], graph: ToolGraph) -> dict[str, Any]:
     """Which tools appear in chains, and for each that never does, why."""
     used = {t for c in chains for t in c.tools}

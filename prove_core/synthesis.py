@@ -192,6 +192,9 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 stats.seconds["generate"] += outcome.generate_s
                 stats.seconds["validate"] += outcome.validate_s
                 reason = outcome.reason
+                if reason is None and outcome.example.task.expected == "abstain" and \
+                        stats.by_behaviour["abstain"] >= cfg.abstention_rate * (sum(stats.by_behaviour.values()) + 1):
+                    reason = "abstention_quota"  # keeps abstention at its share of the kept corpus
                 if reason is None and not dedup.offer(call_tokens(outcome.example)):
                     reason = "duplicate"
                 if reason is not None:

@@ -837,10 +837,10 @@ def compare_travel_modes(
 )
 def get_distance_matrix(
     state: MapState,
-    origins: Annotated[list[Location], Field(min_length=1, max_length=25, description="Start points: place ids or "
-                                                                                       "'lat,lon' coordinates.")],
-    destinations: Annotated[list[Location], Field(min_length=1, max_length=25, description="End points: place ids "
-                                                                                            "or 'lat,lon'.")],
+    origins: Annotated[list[Location], ref("place", "Start points: place ids or 'lat,lon' coordinates.",
+                                           min_length=1, max_length=25)],
+    destinations: Annotated[list[Location], ref("place", "End points: place ids or 'lat,lon'.",
+                                                min_length=1, max_length=25)],
     mode: Annotated[Mode, Field(description="How to travel.")] = "driving",
 ) -> dict:
     """Distance and travel time from every origin to every destination, leaving now: rows follow
