@@ -58,6 +58,12 @@ def prove_register_perturbations(register: Register) -> None:
 
 
 @hookspec
+def prove_register_parsers(register: Register) -> None:
+    """Register tool-call parsers: each turns one assistant turn of raw model text (Hermes,
+    Llama 3, Mistral, ... formats) into calls and typed parse failures, and never raises."""
+
+
+@hookspec
 def prove_register_trainers(register: Register) -> None:
     """Register RL training backends (``prove train``)."""
 

@@ -15,7 +15,8 @@ import attrs
 
 from prove_core.errors import DuplicateComponent, PluginError, UnknownComponent
 
-KINDS = ("servers", "samplers", "extractors", "teachers", "rewards", "perturbations", "trainers", "evaluators")
+KINDS = ("servers", "samplers", "extractors", "teachers", "rewards", "perturbations", "trainers", "evaluators",
+         "parsers")
 
 
 class Register(Protocol):

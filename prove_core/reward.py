@@ -1,0 +1,675 @@
+"""The programmatic reward: rollouts, the component contract, live forks, and the combiner.
+
+A **rollout** is what a model did for one task: its attempted tool calls in order (parallel
+calls of one assistant turn count one by one; text that failed to parse is a ``ParseFailure``
+in its place), the tools it was offered, and its prose. A **component** (kind ``rewards``)
+scores a rollout against its task::
+
+    @attrs.frozen
+    class Config:                      # the component's options, with defaults
+        bonus: float = 1.0
+
+    class MyReward:
+        name = "my_reward"
+        Config = Config
+        default_weight = 0.1
+        def __init__(self, config): self.config = config
+        def range(self): return (0.0, 1.0)      # the values score() can return
+        def score(self, rollout, context) -> Score: ...
+
+``context`` (a ``RewardContext``) executes the rollout's calls **live** on a session forked
+from the task's initial state (same servers, same seed), replays the ground truth on another
+fork when asked, and caches what several components share (the coverage alignment, the
+execution). The ``Reward`` combiner sums ``weight * value`` over the components that apply to
+the task (``Score.applies``): with the paper's defaults, validity, coverage, efficiency,
+tool-name and argument components score tasks that expect calls, and abstention scores tasks
+that expect none. Components are looked up by name in the registry, so one registered by a
+third-party plugin takes part as soon as a config names it. Formulas: docs/reward.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+import attrs
+import structlog
+
+from prove_core.errors import ConfigError, ProveError, UnknownComponent
+from prove_core.model import GroundTruthCall, Task, ToolCall, from_json
+from prove_core.parsing import Attempt, ParsedTurn, ParseFailure, Parser, decode_openai_tool_call, safe_parse
+from prove_core.runtime import Environment, ServerRuntime, ToolResult
+from prove_core.toolkit.state import Snapshot, State
+
+log = structlog.get_logger()
+
+NO_CALL_EXPECTED = frozenset({"clarify", "abstain"})
+# The paper's reward (DESIGN §1.3): R = 0.5 val + 0.5 cov + 0.15 eff + 0.2 name + 0.1 arg, with
+# abstention scoring the tasks that expect no call. Weights live on the components.
+DEFAULT_COMPONENTS = ("validity", "coverage", "efficiency", "tool_name", "arguments", "abstention")
+GROUND_TRUTH_CACHE = 4096  # tasks whose ground-truth end state is kept
+
+
+# -- rollouts ---------------------------------------------------------------------------------------
+
+
+def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Rollout:
+    """What a model did for one task. ``attempts`` are its calls in order, each a ``ToolCall`` or
+    a ``ParseFailure``; ``turns[i]`` is the assistant turn of attempt ``i`` (parallel calls share
+    one). ``tools`` are the tools it was offered (OpenAI function format); ``None`` means every
+    tool of the task's servers."""
+
+    id: str
+    task: Task
+    attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=tuple)
+    turns: tuple[int, ...] | None = attrs.field(default=None, converter=_tuple)
+    tools: tuple[dict[str, Any], ...] | None = attrs.field(default=None, converter=_tuple)
+    content: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if self.turns is None:
+            object.__setattr__(self, "turns", tuple(range(len(self.attempts))))
+        elif len(self.turns) != len(self.attempts):
+            raise ValueError("a rollout needs one turn index per attempt")
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return [a for a in self.attempts if isinstance(a, ToolCall)]
+
+    @property
+    def failures(self) -> list[ParseFailure]:
+        return [a for a in self.attempts if isinstance(a, ParseFailure)]
+
+    @property
+    def n_attempts(self) -> int:
+        return len(self.attempts)
+
+    @classmethod
+    def from_calls(cls, task: Task, calls: Sequence[Attempt | tuple[str, dict[str, Any]]], *, id: str = "rollout",
+                   tools: Sequence[dict[str, Any]] | None = None) -> Rollout:
+        """A rollout from calls written as ``ToolCall``s, ``ParseFailure``s or ``(name, args)`` pairs."""
+        attempts = [c if isinstance(c, ToolCall | ParseFailure) else ToolCall(id=f"call_{i}", name=c[0], arguments=c[1])
+                    for i, c in enumerate(calls)]
+        return cls(id=id, task=task, attempts=attempts, tools=tools)
+
+    @classmethod
+    def ground_truth(cls, task: Task, *, id: str = "ground_truth", tools: Sequence[dict[str, Any]] | None = None) -> Rollout:
+        """The task's reference solution as a rollout (it scores the maximum on every component)."""
+        return cls.from_calls(task, [ToolCall(id=g.id, name=g.tool, arguments=dict(g.arguments)) for g in task.calls],
+                              id=id, tools=tools)
+
+
+# -- scores and components --------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Score:
+    """A component's verdict: ``value``, a one-paragraph ``explanation`` for people, structured
+    ``details`` for reports. ``applies=False`` means the component has nothing to say about this
+    task (for example coverage on a task that expects no call); the combiner skips it."""
+
+    value: float
+    explanation: str
+    details: dict[str, Any] = attrs.field(factory=dict)
+    applies: bool = True
+    error: str | None = None  # set when the component crashed (value is then 0)
+
+    @classmethod
+    def not_applicable(cls, why: str) -> Score:
+        return cls(value=0.0, explanation=why, applies=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": self.value, "applies": self.applies, "explanation": self.explanation}
+        if self.details:
+            out["details"] = self.details
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+class RewardComponent(Protocol):
+    """What a registered reward component provides (a class: the combiner instantiates it with
+    its structured ``Config``)."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type]
+    default_weight: ClassVar[float]
+
+    def range(self) -> tuple[float, float]: ...
+
+    def score(self, rollout: Rollout, context: RewardContext) -> Score: ...
+
+
+@attrs.frozen(kw_only=True)
+class NoConfig:
+    """The options class of a component without options."""
+
+
+# -- matching helpers shared by components -----------------------------------------------------------
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: ``1 == 1.0``, but ``true != 1`` and ``"1" != 1``."""
+    if a.__class__ is bool or b.__class__ is bool:
+        return a.__class__ is b.__class__ and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    return a.__class__ is b.__class__ and a == b
+
+
+def matching_values(step: GroundTruthCall, call: ToolCall) -> int:
+    """How many of the step's argument values the call reproduces exactly."""
+    args = call.arguments
+    return sum(1 for k, v in step.arguments.items() if k in args and json_equal(args[k], v))
+
+
+@attrs.frozen(kw_only=True)
+class Alignment:
+    """Ground-truth steps matched to the model's calls (DESIGN §1.3, coverage).
+
+    ``position[g]`` is the index in ``rollout.attempts`` of the call matched to step ``g`` (same
+    tool, every argument key of ``g`` present), or ``None``; ``ordered[g]`` is true when ``g`` is
+    matched and every step it depends on is matched at an earlier position.
+    """
+
+    position: dict[str, int | None]
+    ordered: dict[str, bool]
+
+    def pairs(self, task: Task, rollout: Rollout) -> list[tuple[GroundTruthCall, ToolCall, int]]:
+        out = []
+        for step in task.calls:
+            pos = self.position.get(step.id)
+            if pos is not None:
+                out.append((step, rollout.attempts[pos], pos))  # type: ignore[arg-type]
+        return out
+
+
+def align(task: Task, attempts: Sequence[Attempt]) -> Alignment:
+    """Greedy alignment in ground-truth order (steps are topologically sorted). Each step takes
+    an unused call of its tool that has all its argument keys, preferring one placed after its
+    dependencies' calls, then one with more exactly matching values, then the earliest."""
+    by_tool: dict[str, list[int]] = {}
+    for pos, attempt in enumerate(attempts):
+        if isinstance(attempt, ToolCall):
+            by_tool.setdefault(attempt.name, []).append(pos)
+    used: set[int] = set()
+    position: dict[str, int | None] = {}
+    ordered: dict[str, bool] = {}
+    for step in task.calls:
+        keys = step.arguments.keys()
+        candidates = [p for p in by_tool.get(step.tool, ()) if p not in used and keys <= attempts[p].arguments.keys()]  # type: ignore[union-attr]
+        if not candidates:
+            position[step.id], ordered[step.id] = None, False
+            continue
+        # in order: every dependency matched, all of them at positions before the step's call
+        deps = [position.get(d) for d in step.depends_on]
+        matched_deps = None not in deps
+        last_dep = max(deps, default=-1) if matched_deps else -1  # type: ignore[type-var]
+        if len(candidates) == 1:
+            best = candidates[0]
+        else:
+            best = max(candidates, key=lambda p: (matched_deps and p > last_dep, matching_values(step, attempts[p]), -p))  # type: ignore[arg-type]
+        used.add(best)
+        position[step.id], ordered[step.id] = best, matched_deps and best > last_dep
+    return Alignment(position=position, ordered=ordered)
+
+
+# -- live forks -------------------------------------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class EndState:
+    """The state a fork was left in: one immutable ``Snapshot`` per server. Keeping one costs
+    nothing (snapshots share every record with the live state), and comparing two is cheap:
+    tables are persistent maps, and records nobody wrote are the same objects in both."""
+
+    snapshots: dict[str, Snapshot]
+
+    def tables(self) -> dict[str, Any]:
+        """``"<server>.<table>"`` → the table's persistent map (record id → record)."""
+        out = {}
+        for server, snap in sorted(self.snapshots.items()):
+            for table in State.from_snapshot(snap).table_sizes():
+                out[f"{server}.{table}"] = snap.tables[table]
+        return out
+
+    def differing_tables(self, other: EndState) -> list[str]:
+        ours, theirs = self.tables(), other.tables()
+        return [t for t in sorted(set(ours) | set(theirs))
+                if not (ours.get(t) is theirs.get(t) or ours.get(t) == theirs.get(t))]
+
+    def same_as(self, other: EndState) -> bool:
+        """Equal tables, counters and variables: exactly when the two state hashes are equal."""
+        if self.snapshots.keys() != other.snapshots.keys():
+            return False
+        for server, snap in self.snapshots.items():
+            theirs = other.snapshots[server]
+            if snap.counters != theirs.counters or snap.vars != theirs.vars:
+                return False
+        return not self.differing_tables(other)
+
+    def state_hash(self) -> str:
+        """The same string ``Environment.state_hash`` gives for this state (costs a full dump)."""
+        return "|".join(f"{n}:{State.from_snapshot(s).state_hash()}" for n, s in sorted(self.snapshots.items()))
+
+
+class Fork:
+    """A session on every server of a task, started from the task's seed (its initial state)."""
+
+    __slots__ = ("closed", "env", "session_id")
+
+    def __init__(self, env: Environment, seed: int) -> None:
+        self.env = env
+        self.session_id = secrets.token_urlsafe(12)
+        for runtime in env.runtimes.values():
+            runtime.new_session(seed=seed, session_id=self.session_id)
+        self.closed = False
+
+    def call(self, tool: str, arguments: Any) -> ToolResult:
+        return self.env.call(self.session_id, tool, arguments)
+
+    def state_hash(self) -> str:
+        return self.env.state_hash(self.session_id)
+
+    def end_state(self) -> EndState:
+        return EndState({name: rt.state(self.session_id).snapshot() for name, rt in self.env.runtimes.items()})
+
+    def close(self) -> None:
+        if not self.closed:
+            self.env.close(self.session_id)
+            self.closed = True
+
+
+class LiveServers:
+    """Server runtimes for scoring, built from the registry on first use and kept for reuse.
+
+    ``options`` maps a server name to its seed-options object (default: the server's defaults);
+    sessions are forked from the cached seed snapshot, so a fork costs microseconds.
+    """
+
+    def __init__(self, registry: Any, *, options: Mapping[str, Any] | None = None) -> None:
+        self.registry = registry
+        self.options = dict(options or {})
+        self._runtimes: dict[str, ServerRuntime] = {}
+        self._envs: dict[tuple[str, ...], Environment] = {}
+        self._schemas: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+        self._initial: dict[tuple[tuple[str, ...], int], str] = {}
+        self._initial_states: dict[tuple[tuple[str, ...], int], EndState] = {}
+        self._ground_truths: OrderedDict[tuple[Any, ...], Execution] = OrderedDict()
+
+    def runtime(self, name: str) -> ServerRuntime:
+        runtime = self._runtimes.get(name)
+        if runtime is None:
+            server = self.registry.load("servers", name)
+            runtime = ServerRuntime(server, options=self.options.get(name), max_sessions=1_000_000, ttl_s=86_400.0)
+            self._runtimes[name] = runtime
+        return runtime
+
+    def environment(self, servers: Sequence[str]) -> Environment:
+        key = tuple(servers)
+        env = self._envs.get(key)
+        if env is None:
+            env = Environment(self.runtime(name) for name in key)
+            self._envs[key] = env
+            self._schemas[key] = {spec.name: spec.parameters for spec in env.specs()}
+        return env
+
+    def schemas(self, servers: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Public tool name → JSON Schema of its parameters, for the environment of ``servers``."""
+        self.environment(servers)
+        return self._schemas[tuple(servers)]
+
+    def fork(self, task: Task) -> Fork:
+        return Fork(self.environment(task.servers), task.seed)
+
+    def initial_state(self, task: Task) -> EndState:
+        """The state every fork of ``task`` starts from."""
+        key = (tuple(task.servers), task.seed)
+        state = self._initial_states.get(key)
+        if state is None:
+            fork = self.fork(task)
+            state = self._initial_states[key] = fork.end_state()
+            fork.close()
+        return state
+
+    def ground_truth(self, task: Task) -> Execution:
+        """``task``'s ground truth replayed on a fork, cached per task (bounded, least recently used out)."""
+        key = (tuple(task.servers), task.seed,
+               json.dumps([[c.tool, c.arguments] for c in task.calls], sort_keys=True, default=str))
+        cached = self._ground_truths.get(key)
+        if cached is not None:
+            self._ground_truths.move_to_end(key)
+            return cached
+        fork = self.fork(task)
+        try:
+            results = tuple(fork.call(step.tool, step.arguments) for step in task.calls)
+            cached = Execution(results, fork.end_state())
+        finally:
+            fork.close()
+        self._ground_truths[key] = cached
+        if len(self._ground_truths) > GROUND_TRUTH_CACHE:
+            self._ground_truths.popitem(last=False)
+        return cached
+
+    def initial_state_hash(self, task: Task) -> str:
+        key = (tuple(task.servers), task.seed)
+        value = self._initial.get(key)
+        if value is None:
+            value = self._initial[key] = self.initial_state(task).state_hash()
+        return value
+
+    def check_initial_state(self, task: Task) -> str | None:
+        """A message when the task records an initial state hash the servers no longer produce
+        (a changed server, seed options that differ from the corpus's)."""
+        if not task.initial_state_hash:
+            return None
+        actual = self.initial_state_hash(task)
+        bare = [part.partition(":")[2] for part in actual.split("|")]
+        if task.initial_state_hash == actual or (len(bare) == 1 and task.initial_state_hash == bare[0]):
+            return None
+        return (f"servers {', '.join(task.servers)} at seed {task.seed} start from state {actual[:40]}..., "
+                f"not the task's {task.initial_state_hash[:40]}...; check the server versions and seed options")
+
+
+@attrs.frozen
+class Execution:
+    """Calls run in order on one fork: ``results[i]`` for attempt ``i`` (``None``: not run, because
+    it failed to parse or names no offered tool), and the state they left."""
+
+    results: tuple[ToolResult | None, ...]
+    end_state: EndState
+
+
+class RewardContext:
+    """What a component may ask about one rollout; shared work is computed once and cached."""
+
+    def __init__(self, servers: LiveServers, rollout: Rollout) -> None:
+        self.servers = servers
+        self.rollout = rollout
+        self._offered: dict[str, dict[str, Any]] | None = None
+        self._execution: Execution | None = None
+        self._ground_truth: Execution | None = None
+        self._alignment: Alignment | None = None
+        self._memo: dict[str, Any] = {}
+        self._forks: list[Fork] = []
+
+    @property
+    def task(self) -> Task:
+        return self.rollout.task
+
+    def tool_schemas(self) -> dict[str, dict[str, Any]]:
+        """Name → parameter schema of the tools the model could call: the offered tools when the
+        rollout lists them (perturbations add distractors or hide tools), else the servers' tools."""
+        if self._offered is None:
+            if self.rollout.tools is None:
+                self._offered = self.servers.schemas(self.task.servers)
+            else:
+                offered = {}
+                for tool in self.rollout.tools:
+                    fn = tool.get("function", tool) if isinstance(tool, dict) else None
+                    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                        params = fn.get("parameters")
+                        offered[fn["name"]] = params if isinstance(params, dict) else {}
+                self._offered = offered
+        return self._offered
+
+    def tool_exists(self, name: str) -> bool:
+        return name in self.tool_schemas()
+
+    @property
+    def execution(self) -> Execution:
+        """The rollout's calls run live, in order, on a fork of the task's initial state. Calls
+        naming a tool the model was not offered are not run."""
+        if self._execution is None:
+            fork = self.servers.fork(self.task)
+            self._forks.append(fork)
+            schemas = self.tool_schemas()
+            results: list[ToolResult | None] = []
+            for attempt in self.rollout.attempts:
+                if isinstance(attempt, ToolCall) and attempt.name in schemas:
+                    results.append(fork.call(attempt.name, attempt.arguments))
+                else:
+                    results.append(None)
+            self._execution = Execution(tuple(results), fork.end_state())
+        return self._execution
+
+    @property
+    def ground_truth(self) -> Execution:
+        """The task's ground-truth calls replayed on another fork of the initial state (once per
+        task: the rollouts of a GRPO group share it)."""
+        if self._ground_truth is None:
+            self._ground_truth = self.servers.ground_truth(self.task)
+        return self._ground_truth
+
+    @property
+    def alignment(self) -> Alignment:
+        if self._alignment is None:
+            self._alignment = align(self.task, self.rollout.attempts)
+        return self._alignment
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """Cache any value several components need (third-party components share work this way)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def close(self) -> None:
+        for fork in self._forks:
+            fork.close()
+        self._forks.clear()
+
+
+# -- the combiner -----------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class WeightedComponent:
+    name: str
+    weight: float
+    component: Any
+
+    @property
+    def best(self) -> float:
+        return float(self.component.range()[1])
+
+    @property
+    def worst(self) -> float:
+        return float(self.component.range()[0])
+
+
+@attrs.frozen(kw_only=True)
+class RewardResult:
+    rollout_id: str
+    total: float
+    scores: dict[str, Score]
+    weights: dict[str, float]
+    best: float = 0.0  # the highest total this rollout's task allows (Σ weight · best value, applicable components)
+
+    @property
+    def shortfall(self) -> float:
+        """How far below the best attainable total: comparable across call and no-call tasks."""
+        return self.best - self.total
+
+    def value(self, name: str) -> float:
+        return self.scores[name].value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.rollout_id, "total": self.total, "best": self.best, "weights": self.weights,
+                "components": {name: score.to_json() for name, score in self.scores.items()}}
+
+
+class Reward:
+    """The weighted combiner: ``R = Σ weight · value`` over the components that apply."""
+
+    def __init__(self, components: Sequence[WeightedComponent], servers: LiveServers) -> None:
+        names = [c.name for c in components]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"reward components must be unique, got {names}")
+        self.components = list(components)
+        self.servers = servers
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {c.name: c.weight for c in self.components}
+
+    def score(self, rollout: Rollout) -> RewardResult:
+        """Score one rollout. Never raises for anything a rollout contains; a component that
+        crashes (a bug) scores 0 with its error recorded, and is logged."""
+        context = RewardContext(self.servers, rollout)
+        scores: dict[str, Score] = {}
+        total = best = 0.0
+        try:
+            for entry in self.components:
+                try:
+                    score = entry.component.score(rollout, context)
+                    if not isinstance(score, Score) or not math.isfinite(score.value):
+                        raise TypeError(f"score() must return a Score with a finite value, got {score!r}")
+                except Exception as exc:
+                    log.warning("reward component failed", component=entry.name, rollout=rollout.id, error=repr(exc))
+                    score = Score(value=0.0, explanation=f"component failed: {type(exc).__name__}: {exc}",
+                                  error=f"{type(exc).__name__}: {exc}")
+                scores[entry.name] = score
+                if score.applies:
+                    best += entry.weight * (entry.best if entry.weight >= 0 else entry.worst)
+                    if score.error is None:
+                        total += entry.weight * score.value
+        finally:
+            context.close()
+        return RewardResult(rollout_id=rollout.id, total=total, scores=scores, weights=self.weights, best=best)
+
+    def __call__(self, rollouts: Iterable[Rollout]) -> list[float]:
+        """A batch of rollouts → their rewards (the shape TRL-style trainers call)."""
+        return [self.score(r).total for r in rollouts]
+
+
+def instantiate(cls: Any, options: Mapping[str, Any] | None = None, *, path: str = "$") -> Any:
+    """A component (reward, perturbation) from its registered class and its options table,
+    structured with the class's own ``Config`` (errors name ``path``)."""
+    from prove_core.config import structure
+
+    config_cls = getattr(cls, "Config", NoConfig)
+    config = structure(dict(options or {}), config_cls, path=path)
+    return cls(config)
+
+
+def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[str, Any] | None = None) -> Reward:
+    """Phase 2 of the ``[reward]`` config: look each component up in the registry and structure
+    its options with its ``Config``. ``config`` is a ``RewardConfig`` (``None``: paper defaults)."""
+    from prove_core.config import RewardComponentConfig, RewardConfig
+
+    config = config if config is not None else RewardConfig()
+    entries = config.components if config.components is not None else [RewardComponentConfig(name=n) for n in DEFAULT_COMPONENTS]
+    built, problems = [], []
+    for i, entry in enumerate(entries):
+        where = f"$.reward.components[{i}]"
+        try:
+            cls = registry.load("rewards", entry.name)
+        except UnknownComponent as exc:
+            problems.append(f"{where}.name: {exc}")
+            continue
+        try:
+            component = instantiate(cls, entry.options, path=f"{where}.options")
+        except ConfigError as exc:
+            problems.extend(line.strip() for line in str(exc).splitlines()[1:] or [str(exc)])
+            continue
+        weight = entry.weight if entry.weight is not None else float(getattr(cls, "default_weight", 1.0))
+        if not math.isfinite(weight):
+            problems.append(f"{where}.weight: must be a finite number, got {weight}")
+            continue
+        built.append(WeightedComponent(name=entry.name, weight=weight, component=component))
+    names = [e.name for e in entries]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"$.reward.components: component {name!r} is listed more than once")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    return Reward(built, LiveServers(registry, options=server_options))
+
+
+# -- the rollout JSONL format -------------------------------------------------------------------------
+
+
+def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Parser], default_parser: str | None = "hermes",
+                        line: int | None = None) -> Rollout:
+    """One line of a rollouts JSONL file (docs/reward.md) as a ``Rollout``.
+
+    ``{"id", "task", "messages": [...OpenAI chat...]}`` — every assistant message is one turn;
+    its ``tool_calls`` are decoded (arguments strings that are not JSON become parse failures),
+    and an assistant message without ``tool_calls`` has its ``content`` run through the parser.
+    ``{"id", "task", "completion": "raw text" | ["turn 1", "turn 2"], "parser": "hermes"}`` —
+    raw model text. Optional: ``tools`` (offered tools), ``prompt_messages`` (that many leading
+    messages are the prompt, not the model's), ``parser``. A training example (``id``,
+    ``messages``, ``tools``, ``task``) is a valid record: its assistant turns are the reference.
+    ``parser(name)`` returns the registered parser of that name.
+    """
+    where = f"line {line}" if line is not None else "record"
+    if not isinstance(record, Mapping):
+        raise ProveError(f"{where}: a rollout must be a JSON object")
+    if "task" not in record:
+        raise ProveError(f"{where}: a rollout needs a 'task'")
+    task = from_json(record["task"], Task)
+    rollout_id = str(record.get("id", f"line-{line}" if line is not None else "rollout"))
+    parser_name = record.get("parser", default_parser)
+    tools = record.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise ProveError(f"{where}: 'tools' must be a list of OpenAI function schemas")
+    attempts: list[Attempt] = []
+    turns: list[int] = []
+    content: list[str] = []
+
+    def add(turn: ParsedTurn, index: int) -> None:
+        attempts.extend(turn.attempts)
+        turns.extend([index] * len(turn.attempts))
+        if turn.content:
+            content.append(turn.content)
+
+    def parsed(text: Any) -> ParsedTurn:
+        if not parser_name:
+            raise ProveError(f"{where}: raw text needs a 'parser' (or a default parser)")
+        return safe_parse(parser(parser_name), text)
+
+    if "messages" in record:
+        messages = record["messages"]
+        skip = record.get("prompt_messages", 0)
+        if not isinstance(messages, list) or not isinstance(skip, int):
+            raise ProveError(f"{where}: 'messages' must be a list and 'prompt_messages' an integer")
+        turn_index = 0
+        for message in messages[skip:]:
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            tool_calls = message.get("tool_calls")
+            if tool_calls:
+                entries = tool_calls if isinstance(tool_calls, list) else [tool_calls]
+                start = len(attempts)
+                found = tuple(decode_openai_tool_call(e, index=start + i) for i, e in enumerate(entries))
+                text = message.get("content")
+                add(ParsedTurn(attempts=found, content=text if isinstance(text, str) else ""), turn_index)
+            elif message.get("content"):
+                add(parsed(message["content"]), turn_index)
+            turn_index += 1
+    elif "completion" in record:
+        completion = record["completion"]
+        for turn_index, text in enumerate(completion if isinstance(completion, list) else [completion]):
+            add(parsed(text), turn_index)
+    else:
+        raise ProveError(f"{where}: a rollout needs 'messages' or 'completion'")
+    # Parsers number calls per turn; make ids unique across the rollout.
+    seen: set[str] = set()
+    for i, attempt in enumerate(attempts):
+        if isinstance(attempt, ToolCall):
+            if attempt.id in seen:
+                attempts[i] = attrs.evolve(attempt, id=f"{attempt.id}_{i}")
+            seen.add(attempts[i].id)  # type: ignore[union-attr]
+    return Rollout(id=rollout_id, task=task, attempts=attempts, turns=turns, tools=tools, content="\n".join(content))

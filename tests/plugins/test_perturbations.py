@@ -1,0 +1,153 @@
+"""Perturbations: each one's effect and record, determinism per example seed, rates, config."""
+
+import random
+
+import attrs
+import pytest
+
+from prove_core.errors import ConfigError
+from prove_core.perturbation import (
+    PerturbationContext,
+    PerturbationEntry,
+    PerturbationsConfig,
+    build_perturber,
+    tool_name,
+)
+from prove_core.reward import Rollout, build_reward
+from prove_plugins.perturbations import Distractors, EnumStripping, HiddenTool, Irrelevance
+from tests.support.reward_tasks import banking_transfer_task, example_for, registry, shopping_checkout_task
+
+
+def ctx():
+    return PerturbationContext(registry())
+
+
+def only(name, rate=1.0, seed=0, **options):
+    return build_perturber(PerturbationsConfig(seed=seed, perturbations=[PerturbationEntry(name=name, rate=rate,
+                                                                                           options=options)]), registry())
+
+
+def records(example):
+    return example.task.meta.get("perturbations", [])
+
+
+def test_paper_rates_are_the_defaults():
+    perturber = build_perturber(None, registry())
+    assert {name: rate for name, rate, _ in perturber.entries} == {
+        "irrelevance": 0.05, "hidden_tool": 0.1, "distractors": 0.4, "enum_stripping": 0.3}
+
+
+def test_distractors_add_3_to_8_tools_of_other_servers():
+    example = example_for(banking_transfer_task())
+    others = {s for s in registry().names("servers") if s != "banking"}
+    for i in range(20):
+        out = only("distractors")(attrs.evolve(example, id=f"ex-{i}"))
+        (rec,) = records(out)
+        added = rec["tools"]
+        assert 3 <= len(added) <= 8
+        for qualified, public in zip(rec["added"], added):
+            server, _, tool = qualified.partition(".")
+            assert server in others and tool == public and tool in registry().load("servers", server).tools
+        assert not set(added) & set(registry().load("servers", "banking").tools)
+        names = [tool_name(t) for t in out.tools]
+        assert len(names) == len(set(names))  # never two tools of one name
+        assert len(out.tools) == len(example.tools) + len(added)
+        assert {tool_name(t) for t in example.tools} <= {tool_name(t) for t in out.tools}
+    assert records(example) == []  # the input is never mutated
+
+
+def test_enum_stripping_removes_every_enum_and_records_the_fields():
+    example = example_for(banking_transfer_task())
+    out = only("enum_stripping")(example)
+    (rec,) = records(out)
+    assert "list_accounts.status" in rec["fields"] and "list_accounts.account_type" in rec["fields"]
+    assert "enum" not in str(out.tools)
+    assert "enum" in str(example.tools)
+
+
+def test_irrelevance_offers_only_unrelated_tools_and_expects_abstention():
+    example = example_for(banking_transfer_task())
+    out = only("irrelevance")(example)
+    (rec,) = records(out)
+    assert out.task.expected == "abstain" and out.task.calls == []
+    assert not {tool_name(t) for t in out.tools} & set(registry().load("servers", "banking").tools)
+    assert [m.role for m in out.messages] == ["system", "user"]
+    assert rec["dropped_calls"] == ["find", "accounts", "transfer", "receipt"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hidden_tool_removes_a_needed_tool_and_expects_clarify_or_abstain(seed):
+    task = banking_transfer_task()
+    out = only("hidden_tool", seed=seed)(example_for(task))
+    (rec,) = records(out)
+    assert rec["tool"] in {c.tool for c in task.calls}
+    assert rec["tool"] not in {tool_name(t) for t in out.tools}
+    read_only = registry().load("servers", "banking").tools[rec["tool"]].spec.annotations.read_only
+    assert out.task.expected == ("clarify" if read_only else "abstain") == rec["expected"]
+    assert out.task.calls == [] and out.messages[-1].role == "user"
+
+
+def test_hidden_tool_expectation_can_be_forced():
+    out = only("hidden_tool", expect="clarify")(example_for(banking_transfer_task()))
+    assert out.task.expected == "clarify"
+
+
+def test_perturbations_are_deterministic_per_example_seed():
+    perturber = build_perturber(PerturbationsConfig(seed=7), registry())
+    examples = [example_for(banking_transfer_task(), f"ex-{i}") for i in range(40)]
+    first = [perturber(e) for e in examples]
+    again = [perturber(e) for e in reversed(examples)][::-1]  # another order, same results
+    assert first == again
+    other_seed = build_perturber(PerturbationsConfig(seed=8), registry())
+    assert [records(other_seed(e)) for e in examples] != [records(e) for e in first]
+
+
+def test_rates_are_respected_over_many_examples():
+    perturber = build_perturber(PerturbationsConfig(perturbations=[PerturbationEntry(name="distractors")]), registry())
+    example = example_for(shopping_checkout_task())
+    hits = sum(bool(records(perturber(attrs.evolve(example, id=f"e{i}")))) for i in range(1000))
+    assert 340 <= hits <= 460  # 40%, with room for chance
+
+
+def test_perturbations_compose_and_record_in_order():
+    perturber = build_perturber(PerturbationsConfig(perturbations=[
+        PerturbationEntry(name="distractors", rate=1.0), PerturbationEntry(name="enum_stripping", rate=1.0)]), registry())
+    out = perturber(example_for(banking_transfer_task()))
+    assert [r["name"] for r in records(out)] == ["distractors", "enum_stripping"]
+
+
+def test_a_perturbed_example_is_scored_by_the_reward():
+    """Hidden tool → no call expected → abstention scores it; distractors are not executable."""
+    hidden = only("hidden_tool")(example_for(banking_transfer_task()))
+    reward = build_reward(None, registry())
+    assert reward.score(Rollout.from_calls(hidden.task, [], tools=hidden.tools)).total == 1.0
+    distracted = only("distractors")(example_for(banking_transfer_task()))
+    fake = records(distracted)[0]["tools"][0]
+    rollout = Rollout.from_calls(distracted.task, [(fake, {})], tools=distracted.tools)
+    (row,) = reward.score(rollout).scores["validity"].details["calls"]
+    assert row["failed_tier"] in (2, 3)  # the name was offered, so tier 1 passes
+
+
+def test_not_applicable_perturbations_change_nothing():
+    example = example_for(banking_transfer_task())
+    no_call = attrs.evolve(example, task=attrs.evolve(example.task, calls=[], expected="abstain"))
+    rng = random.Random(0)
+    assert HiddenTool(HiddenTool.Config()).apply(no_call, rng, ctx()) is None
+    assert Irrelevance(Irrelevance.Config()).apply(no_call, rng, ctx()) is None
+    plain = attrs.evolve(example, tools=[{"type": "function", "function": {"name": "x", "parameters": {}}}])
+    assert EnumStripping(EnumStripping.Config()).apply(plain, rng, ctx()) is None
+    lonely = PerturbationContext(type("R", (), {"names": lambda self, kind: ["banking"],
+                                                "load": lambda self, kind, name: registry().load(kind, name)})())
+    assert Distractors(Distractors.Config()).apply(example, rng, lonely) is None
+
+
+def test_config_errors_name_their_paths():
+    with pytest.raises(ConfigError) as err:
+        build_perturber({"perturbations": [{"name": "distractor"}, {"name": "distractors", "options": {"min_tools": 9}}]},
+                        registry(), path="$.synth.perturbations")
+    message = str(err.value)
+    assert "$.synth.perturbations.perturbations[0].name: no perturbation named 'distractor'" in message
+    assert "$.synth.perturbations.perturbations[1].options" in message and "min_tools" in message
+    with pytest.raises(ConfigError, match=r"\$\.synth\.perturbations\.perturbations\[0\].*'rate' must be <= 1.0"):
+        build_perturber({"perturbations": [{"name": "enum_stripping", "rate": 2.0}]}, registry(),
+                        path="$.synth.perturbations")
