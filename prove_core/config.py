@@ -154,6 +154,10 @@ class SynthConfig:
     imports: list[ImportConfig] = attrs.field(factory=list)
     # options of LLM-backed components (labeller/teacher "llm"): base_url, model, api_key_env, ...
     llm: dict[str, Any] = attrs.field(factory=dict)
+    # robustness perturbations applied to validated conversations (the paper's four at their
+    # rates unless `perturbations.perturbations` lists others; see docs/reward.md)
+    perturb: bool = True
+    perturbations: dict[str, Any] = attrs.field(factory=dict)
     cache_dir: str = ".prove_cache/graphs"
     exports: list[str] = attrs.field(factory=lambda: ["trl", "openrlhf"])
     plots: bool = True

@@ -101,6 +101,7 @@ class Stats:
         self.by_length: Counter[int] = Counter()
         self.by_behaviour: Counter[str] = Counter()
         self.tools_used: dict[str, set[str]] = {}
+        self.perturbations: Counter[str] = Counter()
         self.seconds = {"generate": 0.0, "validate": 0.0}
 
     def keep(self, example: Example) -> None:
@@ -111,6 +112,8 @@ class Stats:
             self.by_stratum[example.task.meta.get("stratum", "?")] += 1
             self.by_length[len(example.task.calls)] += 1
         self.tools_used.setdefault(server, set()).update(c.tool for c in example.task.calls)
+        for change in example.task.meta.get("perturbations", []):
+            self.perturbations[change.get("name", "?")] += 1
 
     def to_json(self, plans: dict[str, ServerPlan]) -> dict[str, Any]:
         total = self.seconds["generate"] + self.seconds["validate"]
@@ -119,6 +122,7 @@ class Stats:
             "by_server": dict(self.by_server), "by_behaviour": dict(self.by_behaviour),
             "by_stratum": dict(self.by_stratum), "by_chain_length": {str(k): v for k, v in sorted(self.by_length.items())},
             "drops": dict(self.drops),
+            "perturbations": dict(self.perturbations),
             "tool_coverage": {
                 name: {"tools": len(p.runtime.server.tools), "used": len(self.tools_used.get(name, ())),
                        "share": round(len(self.tools_used.get(name, ())) / len(p.runtime.server.tools), 3),
@@ -179,7 +183,12 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     resumed = kept_calls
     bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress)
     global _WORK
-    _WORK = _Work(plans=plans, cfg=cfg, names=names, run=experiment.name)
+    perturber = None
+    if cfg.perturb:
+        from prove_core.perturbation import build_perturber
+
+        perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations")
+    _WORK = _Work(plans=plans, cfg=cfg, names=names, perturber=perturber)
     with JsonlWriter(corpus) as writer, JsonlWriter(drops) as dropped:
         limit = cfg.examples * cfg.max_attempts_factor
         todo = (i for i in range(limit) if _WORK.example_id(i) not in writer and _WORK.example_id(i) not in dropped)
@@ -192,7 +201,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 stats.seconds["generate"] += outcome.generate_s
                 stats.seconds["validate"] += outcome.validate_s
                 reason = outcome.reason
-                if reason is None and outcome.example.task.expected == "abstain" and \
+                if reason is None and outcome.example.task.meta.get("source") == "irrelevance" and \
                         stats.by_behaviour["abstain"] >= cfg.abstention_rate * (sum(stats.by_behaviour.values()) + 1):
                     reason = "abstention_quota"  # keeps abstention at its share of the kept corpus
                 if reason is None and not dedup.offer(call_tokens(outcome.example)):
@@ -246,11 +255,11 @@ class _Work:
     plans: dict[str, ServerPlan]
     cfg: SynthConfig
     names: list[str]
-    run: str
+    perturber: Any = None
     contexts: dict[tuple[str, int], Any] = attrs.field(factory=dict)
 
     def example_id(self, i: int) -> str:
-        return f"{self.run}-{self.names[i % len(self.names)]}-{i:06d}"
+        return f"{self.names[i % len(self.names)]}-{i:06d}"  # no run name: same seed, same corpus
 
 
 _WORK: _Work | None = None
@@ -290,6 +299,8 @@ def _produce(i: int) -> _Outcome:
         return _Outcome(example_id, None, None, "id_did_not_flow", str(exc), time.perf_counter() - started, 0.0)
     generated = time.perf_counter()
     reason = _validate(example, plan.env, cfg)
+    if reason is None and work.perturber is not None:
+        example = work.perturber(example)  # after validation: the replayed calls are the originals
     return _Outcome(example_id, example, companion, reason, "", generated - started, time.perf_counter() - generated)
 
 
@@ -339,7 +350,8 @@ def _fmt(counts: dict[str, int]) -> str:
 def _write_markdown(report: dict[str, Any], path: Path) -> None:
     lines = ["# Synthesis report", "", f"Examples: **{report['examples']}** (target {report['target']} call conversations)", ""]
     for title, key in (("Behaviour", "by_behaviour"), ("Stratum", "by_stratum"), ("Server", "by_server"),
-                       ("Ground-truth calls", "by_chain_length"), ("Drop reasons", "drops")):
+                       ("Ground-truth calls", "by_chain_length"), ("Drop reasons", "drops"),
+                       ("Perturbations", "perturbations")):
         lines += [f"## {title}", "", "| value | count |", "| --- | --- |"]
         lines += [f"| {k} | {v} |" for k, v in report[key].items()] + [""]
     lines += ["## Tool coverage", "", "| server | used / tools | unused |", "| --- | --- | --- |"]

@@ -79,11 +79,23 @@ def test_no_two_call_examples_are_near_duplicates(corpus):
 
 
 def test_clarification_examples_withhold_a_value_and_ask(corpus):
-    clarify = [e for e in load(corpus["dir"]) if e.task.expected == "clarify"]
+    clarify = [e for e in load(corpus["dir"]) if e.task.expected == "clarify" and "withheld" in e.task.meta]
     assert clarify
     for e in clarify:
         assert e.messages[-1].role == "assistant" and not e.messages[-1].tool_calls
-        assert e.task.meta["withheld"]
+
+
+def test_perturbations_are_applied_and_recorded(corpus):
+    examples = load(corpus["dir"])
+    changes = [c for e in examples for c in e.task.meta.get("perturbations", [])]
+    assert {c["name"] for c in changes} >= {"distractors", "enum_stripping"}
+    for e in examples:
+        for change in e.task.meta.get("perturbations", []):
+            if change["name"] == "hidden_tool":  # the needed tool is gone and no call is expected
+                assert change["tool"] not in {t["function"]["name"] for t in e.tools}
+                assert e.task.expected in ("clarify", "abstain") and e.task.calls == []
+    stats = corpus["report"]["perturbations"]
+    assert sum(stats.values()) == len(changes)
 
 
 def test_stats_report_and_plots(corpus):
@@ -139,6 +151,5 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     fresh_config = tmp_path / "fresh.toml"
     fresh_config.write_text(config.read_text().replace('name = "k"', 'name = "f"'))
     subprocess.run([*cmd[:4], str(fresh_config), "--no-progress"], env=env, check=True, capture_output=True)
-    fresh = [r for r in read_jsonl(tmp_path / "f" / "synth" / "corpus.jsonl")]
-    strip = lambda rows: [{**r, "id": r["id"].split("-", 1)[1]} for r in rows]  # noqa: E731
-    assert strip(list(read_jsonl(corpus))) == strip(fresh)
+    fresh = list(read_jsonl(tmp_path / "f" / "synth" / "corpus.jsonl"))
+    assert list(read_jsonl(corpus)) == fresh
