@@ -107,6 +107,22 @@ def servers_tools(name: str, as_json: bool) -> None:
     _table(rows, ["tool", "kind", "description"])
 
 
+@servers_cmd.command("catalog")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write to this file instead of stdout.")
+def servers_catalog(out: str | None) -> None:
+    """Every server, tool, parameter and failure reason as markdown (docs/catalog.md)."""
+    from prove_core.catalog import render
+
+    registry = _plugins().registry
+    text = render([registry.load("servers", name) for name in registry.names("servers")])
+    if out:
+        with open(out, "w") as fh:
+            fh.write(text)
+        click.echo(f"wrote {out}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
 @servers_cmd.command("call")
 @click.argument("name")
 @click.argument("tool")

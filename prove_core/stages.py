@@ -1,7 +1,7 @@
 """``prove run``: load an experiment, resolve it against the plugins, run its stages in order.
 
-Stages available now: ``episode`` (a scripted multi-step episode on live sessions). The
-synthesis, reward, training and evaluation stages join this table as they land.
+Stages: ``episode`` (a scripted multi-step episode on live sessions), ``synth`` (a grounded
+corpus) and ``reward`` (score rollouts). Training and evaluation join this table as they land.
 """
 
 from __future__ import annotations
