@@ -1,0 +1,125 @@
+"""Multi-turn rollouts of a policy on live sessions: the loop training and evaluation share.
+
+A **policy** answers one assistant turn at a time::
+
+    class Policy(Protocol):
+        name: str
+        def respond(self, messages: list[dict], tools: list[dict]) -> PolicyTurn: ...
+
+``messages`` are OpenAI-style chat messages so far and ``tools`` the offered tools (OpenAI
+function format). A turn has prose and tool calls — already parsed into ``ToolCall``s and
+``ParseFailure``s (a policy that generates text parses it with a registered parser; see
+``prove_core.parsing``) — plus the raw text it generated.
+
+``rollout(policy, example, env)`` plays one example: the example's user turns are fed in order
+(the task's ``meta["user_turns"]`` count, taken from the example's own messages); after each
+user turn the policy may call tools — every call runs on **this rollout's own live session**,
+forked from the task's seed, and its result (or typed error) goes back as a ``tool`` message —
+until it answers in prose or the assistant-turn limit is reached. The result is a
+``prove_core.reward.Rollout`` ready for the reward, plus the transcript.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from prove_core.model import Example, Message, ToolCall
+from prove_core.parsing import Attempt, ParseFailure
+from prove_core.reward import Rollout
+from prove_core.runtime import Environment
+
+
+@attrs.frozen(kw_only=True)
+class PolicyTurn:
+    content: str = ""
+    attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=tuple)
+    raw: str = ""  # the text the policy generated, unparsed (empty for API policies)
+
+
+class Policy(Protocol):
+    name: str
+
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn: ...
+
+
+@attrs.frozen(kw_only=True)
+class RolloutLimits:
+    """The paper's limits: at most 5 user turns and 10 assistant turns per episode."""
+
+    max_user_turns: int = attrs.field(default=5, validator=attrs.validators.gt(0))
+    max_assistant_turns: int = attrs.field(default=10, validator=attrs.validators.gt(0))
+
+
+@attrs.frozen(kw_only=True)
+class Played:
+    rollout: Rollout
+    messages: list[dict[str, Any]]
+    session_id: str
+    final_state_hash: str
+
+
+def user_turns(example: Example) -> list[str]:
+    """The user messages a rollout feeds, in order (the example's own conversation)."""
+    return [m.content or "" for m in example.messages if m.role == "user"]
+
+
+def opening(example: Example) -> list[dict[str, Any]]:
+    """The messages before the first user turn (usually the system prompt)."""
+    out = []
+    for m in example.messages:
+        if m.role == "user":
+            break
+        out.append(m.to_openai())
+    return out
+
+
+def rollout(policy: Policy, example: Example, env: Environment, *, limits: RolloutLimits = RolloutLimits(),
+            rollout_id: str | None = None, tools: Sequence[dict[str, Any]] | None = None) -> Played:
+    """Play ``example`` with ``policy`` on a fresh session of ``env`` (the task's servers)."""
+    offered = list(tools if tools is not None else example.tools)
+    messages = opening(example)
+    attempts: list[Attempt] = []
+    turn_of: list[int] = []
+    prose: list[str] = []
+    sid = env.new_session()
+    assistant_turns = 0
+    for user_text in user_turns(example)[: limits.max_user_turns]:
+        messages.append({"role": "user", "content": user_text})
+        while assistant_turns < limits.max_assistant_turns:
+            turn = policy.respond(messages, offered)
+            assistant_turns += 1
+            calls = [a for a in turn.attempts if isinstance(a, ToolCall)]
+            for attempt in turn.attempts:
+                attempts.append(attempt)
+                turn_of.append(assistant_turns - 1)
+            if turn.content:
+                prose.append(turn.content)
+            messages.append(Message(role="assistant", content=turn.content or None, tool_calls=calls).to_openai())
+            for failure in (a for a in turn.attempts if isinstance(a, ParseFailure)):
+                messages.append({"role": "user", "content": f"(Your tool call could not be parsed: {failure.message}.)"})
+            if not calls:
+                break  # the policy answered in prose: the next user turn follows
+            for call in calls:
+                result = env.call(sid, call.name, call.arguments)
+                messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                                 "content": json.dumps(result.structured, sort_keys=True, ensure_ascii=False)})
+    final = env.state_hash(sid)
+    env.close(sid)
+    played = Rollout(id=rollout_id or example.id, task=example.task, attempts=attempts, turns=turn_of,
+                     tools=offered, content="\n".join(prose))
+    return Played(rollout=played, messages=messages, session_id=sid, final_state_hash=final)
+
+
+class ScriptedPolicy:
+    """Replays a fixed list of turns (tests and sanity baselines build on it)."""
+
+    def __init__(self, turns: Sequence[PolicyTurn], name: str = "scripted") -> None:
+        self.name = name
+        self._turns = list(turns)
+
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
+        return self._turns.pop(0) if self._turns else PolicyTurn(content="Done.")

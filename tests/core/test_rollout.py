@@ -1,0 +1,70 @@
+"""The shared multi-turn rollout loop: live calls, tool messages, limits, reward-ready output."""
+
+from prove_core.model import ToolCall
+from prove_core.parsing import ParseFailure
+from prove_core.plugins import Plugins
+from prove_core.reward import build_reward
+from prove_core.rollout import PolicyTurn, RolloutLimits, ScriptedPolicy, rollout
+from prove_core.runtime import Environment, ServerRuntime
+
+
+def _example():
+    import tempfile
+    from pathlib import Path
+
+    from prove_core.config import load_experiment
+    from prove_core.model import Example, from_json, read_jsonl
+    from prove_core.synthesis import synthesize
+
+    tmp = Path(tempfile.mkdtemp())
+    exp = load_experiment({"name": "r", "output_dir": str(tmp), "servers": [{"name": "banking"}],
+                           "synth": {"examples": 5, "plots": False, "exports": [], "perturb": False,
+                                     "cache_dir": str(tmp / "c")}})
+    synthesize(exp, Plugins().load(autoload=False), echo=lambda _: None, progress=False)
+    examples = [from_json(r, Example) for r in read_jsonl(tmp / "r" / "synth" / "corpus.jsonl")]
+    return next(e for e in examples if e.task.expected == "call" and len(e.task.calls) >= 2)
+
+
+EXAMPLE = None
+
+
+def example():
+    global EXAMPLE
+    if EXAMPLE is None:
+        EXAMPLE = _example()
+    return EXAMPLE
+
+
+def env():
+    return Environment([ServerRuntime(Plugins().load(autoload=False).registry.load("servers", "banking"))])
+
+
+def oracle_turns(ex):
+    """The ground truth, one call per turn, then prose after each user turn."""
+    turns = [PolicyTurn(attempts=[ToolCall(id=c.id, name=c.tool, arguments=c.arguments)]) for c in ex.task.calls]
+    return [*turns, *[PolicyTurn(content="done")] * 5]
+
+
+def test_the_ground_truth_played_as_a_policy_scores_the_maximum():
+    ex = example()
+    played = rollout(ScriptedPolicy(oracle_turns(ex)), ex, env())
+    assert [c.name for c in played.rollout.calls] == [c.tool for c in ex.task.calls]
+    tool_messages = [m for m in played.messages if m["role"] == "tool"]
+    assert len(tool_messages) == len(ex.task.calls) and all('"code"' not in m["content"] for m in tool_messages)
+    result = build_reward(None, Plugins().load(autoload=False).registry).score(played.rollout)
+    assert abs(result.total - result.best) < 1e-9
+
+
+def test_parse_failures_are_kept_in_place_and_reported_back():
+    ex = example()
+    failure = ParseFailure(parser="hermes", kind="invalid_json", message="bad JSON", text="<tool_call>{oops")
+    played = rollout(ScriptedPolicy([PolicyTurn(attempts=[failure]), PolicyTurn(content="sorry")]), ex, env())
+    assert played.rollout.attempts[0] == failure
+    assert any("could not be parsed" in (m.get("content") or "") for m in played.messages)
+
+
+def test_assistant_turn_limit_stops_a_spamming_policy():
+    ex = example()
+    spam = PolicyTurn(attempts=[ToolCall(id="x", name="find_customers", arguments={"query": "example"})])
+    played = rollout(ScriptedPolicy([spam] * 100), ex, env(), limits=RolloutLimits(max_assistant_turns=4))
+    assert len(played.rollout.calls) == 4
