@@ -10,12 +10,13 @@ the kept edges.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import attrs
 import structlog
 
 from prove_core import hookimpl
-from prove_core.graph import Chain, Edge, ToolGraph, as_argument, flowing_values, schema_hash
+from prove_core.graph import Chain, Edge, ToolGraph, as_argument, flow_of_param, flow_values, flowing_values, schema_hash
 from prove_core.runtime import Environment, ServerRuntime
 from prove_core.testing.conformance import example_at
 from prove_core.toolkit.server import ToolDef
@@ -63,10 +64,62 @@ class SchemaLabeller:
                         edge = attrs.evolve(edge, verified=self._verify(rt, a, b, edge))
                     edges.append(attrs.evolve(edge, source=env.public_name(rt.name, a_name),
                                               target=env.public_name(rt.name, b_name)))
+        if len(env.runtimes) > 1:
+            edges += self._cross_server(env)
         kept = [e for e in edges if e.verified is not False]
         log.info("graph labelled", tools=len(env.specs()), candidates=len(edges), kept=len(kept))
         return ToolGraph(schema_hash=schema_hash(env.specs()), tools=[s.name for s in env.specs()],
                          edges=edges, labeller=self.name)
+
+    def _cross_server(self, env: Environment) -> list[Edge]:
+        """Value flows between mounted servers: A (one server) returns an e-mail address or a
+        start time, B (another server) requires one. Only edges whose value B accepts on a live
+        session are kept — across servers the metadata alone proves nothing."""
+        outputs: dict[str, Any] = {}
+        for rt in env.runtimes.values():
+            for tool in rt.server.tools.values():
+                if tool.spec.annotations.read_only and tool.examples:
+                    sid = rt.new_session()
+                    try:
+                        result = rt.call(sid, tool.name, example_at(tool, rt, sid, 0))
+                    except Exception:  # noqa: BLE001 - a broken example offers nothing
+                        continue
+                    finally:
+                        rt.close(sid)
+                    if not result.is_error:
+                        outputs[env.public_name(rt.name, tool.name)] = (rt.name, result.data)
+        edges = []
+        for rt in env.runtimes.values():
+            for b in rt.server.tools.values():
+                if not b.examples:
+                    continue
+                props = b.spec.parameters.get("properties", {})
+                for param in b.spec.parameters.get("required", []):
+                    kind = flow_of_param(param, props[param])
+                    if kind is None:
+                        continue
+                    for source, (server, data) in outputs.items():
+                        if server == rt.name:
+                            continue
+                        values = flow_values(kind, data)
+                        if values and self._accepts(rt, b, param, props[param], values[0]):
+                            edges.append(Edge(source=source, target=env.public_name(rt.name, b.name), label="explicit",
+                                              param=param, flow=kind, verified=True,
+                                              evidence=f"{source} returns {kind} values; {b.name} takes one as {param!r}"))
+        return edges
+
+    @staticmethod
+    def _accepts(rt: ServerRuntime, tool: ToolDef, param: str, prop: dict[str, Any], value: str) -> bool:
+        sid = rt.new_session()
+        try:
+            try:
+                args = {**example_at(tool, rt, sid, 0), param: as_argument(prop, value)}
+            except Exception:  # noqa: BLE001
+                return False
+            result = rt.call(sid, tool.name, args)
+            return not (result.is_error and result.code in REJECTED)
+        finally:
+            rt.close(sid)
 
     def _candidate(self, env: Environment, rt: ServerRuntime, a: ToolDef, b: ToolDef) -> Edge | None:
         flows = _outputs(a)

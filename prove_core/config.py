@@ -156,6 +156,9 @@ class SynthConfig:
     llm: dict[str, Any] = attrs.field(factory=dict)
     # robustness perturbations applied to validated conversations (the paper's four at their
     # rates unless `perturbations.perturbations` lists others; see docs/reward.md)
+    # groups of the experiment's servers mounted together for cross-server conversations
+    # (e.g. [["crm", "email"]]); their tool names carry `<server>_` prefixes
+    mounts: list[list[str]] = attrs.field(factory=list)
     perturb: bool = True
     perturbations: dict[str, Any] = attrs.field(factory=dict)
     cache_dir: str = ".prove_cache/graphs"

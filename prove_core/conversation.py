@@ -27,12 +27,11 @@ from typing import Any
 import attrs
 
 from prove_core.config import STRATA, MachineConfig
-from prove_core.graph import Chain, as_argument, flowing_values
+from prove_core.graph import Chain, as_argument, flow_values, flowing_values
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.runtime import Environment, ToolResult
 from prove_core.testing.conformance import example_at
 from prove_core.toolkit.server import ToolDef
-from prove_core.toolkit.state import State
 from prove_core.validation import SCHEMA_CODES
 
 
@@ -44,6 +43,7 @@ class Step:
     id: str
     tool: ToolDef
     public_name: str
+    runtime: Any  # the ServerRuntime serving this tool
     fixed: dict[str, Any] = attrs.field(factory=dict)  # values the user states (sampled or example)
     alternatives: dict[str, list[str]] = attrs.field(factory=dict)  # other usable ids per parameter
     refs: dict[str, tuple[int, str]] = attrs.field(factory=dict)  # param -> (earlier step index, entity)
@@ -76,47 +76,55 @@ class ConversationMachine:
         self.teacher = teacher
         self.config = config
         self.seed = seed
-        (self.runtime,) = env.runtimes.values()  # one server per machine; names as `prove serve` gives them
-        self.tables = {t.entity: name for name, t in self.runtime.server.state_type._table_specs.items()}
+        # One server, or several mounted together (tool names then carry `<server>_` prefixes,
+        # exactly as `prove serve a b` publishes them); a mounted group shares one seed.
+        self.servers = sorted(env.runtimes)
+        self.task_seed = next(iter(env.runtimes.values())).seed
         self.tools_openai = [s.to_openai() for s in env.specs()]
-        self._example_cache: dict[str, dict[str, Any]] = {}
-        seed_state = State.from_snapshot(self.runtime.seed_snapshot())
-        self.initial_hash = seed_state.state_hash()
-        self.today = seed_state.today().isoformat()
+        self._example_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        sid = env.new_session()
+        self.initial_hash = env.state_hash(sid)
+        self.today = next(iter(env.runtimes.values())).state(sid).today().isoformat()
+        env.close(sid)
+        self.label = "+".join(self.servers)
 
     # -- planning ------------------------------------------------------------------------------
-    def _example(self, tool: ToolDef) -> dict[str, Any]:
+    def _example(self, tool: ToolDef, rt: Any) -> dict[str, Any]:
         """The tool's first example on a fresh seed state (cached: the seed is fixed)."""
-        if tool.name not in self._example_cache:
-            rt = self.runtime
+        key = (rt.name, tool.name)
+        if key not in self._example_cache:
             sid = rt.new_session()
             try:
-                self._example_cache[tool.name] = example_at(tool, rt, sid, 0) if tool.examples else {}
+                self._example_cache[key] = example_at(tool, rt, sid, 0) if tool.examples else {}
             except Exception:  # noqa: BLE001
-                self._example_cache[tool.name] = {}
+                self._example_cache[key] = {}
             finally:
                 rt.close(sid)
-        return self._example_cache[tool.name]
+        return self._example_cache[key]
 
     def plan(self, chain: Chain, context: Any, rng: random.Random) -> list[Step]:
         steps: list[Step] = []
         chosen: list[dict[str, Any]] = []  # sampled records so far: later picks should belong with them
         for i, public in enumerate(chain.tools):
-            tool = self.runtime.server.tools[self._local(public)]
-            example = self._example(tool)
+            rt, local = self.env.route(public)
+            tool = rt.server.tools[local]
+            example = self._example(tool, rt)
             params = tool.spec.parameters
             required = set(params.get("required", []))
-            step = Step(id=f"s{i + 1}", tool=tool, public_name=public)
+            step = Step(id=f"s{i + 1}", tool=tool, public_name=public, runtime=rt)
             for name, prop in params.get("properties", {}).items():
                 entity = prop.get("x-prove-entity")
                 if name not in required and not (name in example and rng.random() < self.config.optional_arg_rate):
                     continue
+                flow = self._flow_source(chain, i, name)
                 source = self._earlier_source(steps, entity, name, chain, i) if entity else None
-                if source is not None:
+                if flow is not None:
+                    step.refs[name] = flow
+                elif source is not None:
                     step.refs[name] = (source, entity)
-                elif entity and [c for c in context.candidates(self.runtime.name, entity) if c["id"] not in used(step)]:
+                elif entity and [c for c in context.candidates(rt.name, entity) if c["id"] not in used(step)]:
                     # two parameters of one call never get the same entity (no transfer to itself)
-                    pool = [c for c in context.candidates(self.runtime.name, entity) if c["id"] not in used(step)]
+                    pool = [c for c in context.candidates(rt.name, entity) if c["id"] not in used(step)]
                     record = _coherent_choice(pool, chosen, rng)
                     chosen.append(record)
                     step.fixed[name] = as_argument(prop, record["id"])
@@ -141,40 +149,48 @@ class ConversationMachine:
                 return j
         return None
 
-    def _local(self, public: str) -> str:
-        prefix = f"{self.runtime.name}_"
-        if self.env.prefixed and public.startswith(prefix):
-            return public[len(prefix):]
-        return public
+    @staticmethod
+    def _flow_source(chain: Chain, i: int, param: str) -> tuple[int, str] | None:
+        """A value that flows in from the previous step of another server (an e-mail, a time)."""
+        if i > 0:
+            edge = chain.edges[i - 1]
+            if edge.flow is not None and edge.param == param:
+                return (i - 1, f"flow:{edge.flow}")
+        return None
 
     # -- execution -----------------------------------------------------------------------------
     def execute(self, steps: list[Step], rng: random.Random) -> tuple[str, list[Step], str]:
         """Run the plan on a fresh session; returns (outcome, executed steps, session id)."""
-        rt = self.runtime
-        sid = rt.new_session()
+        env = self.env
+        sid = env.new_session()
         done: list[Step] = []
         for i, step in enumerate(steps):
+            rt = step.runtime
             args = dict(step.fixed)
             for param, (j, entity) in step.refs.items():
                 source = steps[j].result
                 if source is None or source.is_error:  # unreachable: a failure stops the run first
-                    rt.close(sid)
+                    env.close(sid)
                     raise Unusable(f"{step.tool.name} needs the result of a failed call")
                 taken = {x for v in args.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)}
-                ids = [x for x in flowing_values(rt, sid, entity, param, source.data) if x not in taken]
+                if entity.startswith("flow:"):
+                    ids = [x for x in flow_values(entity[5:], source.data) if x not in taken]
+                else:
+                    ids = [x for x in flowing_values(steps[j].runtime, sid, entity, param, source.data) if x not in taken]
+                tables = {t.entity: name for name, t in rt.server.state_type._table_specs.items()}
                 # prefer an id whose record belongs with the values already in the call
                 # (the customer's own account, the card of that account)
-                if entity in self.tables:
-                    table = getattr(rt.state(sid), self.tables[entity])
+                if entity in tables:
+                    table = getattr(rt.state(sid), tables[entity])
                     ids.sort(key=lambda rid: -_affinity(table.find(rid) or {}, args))
                 if not ids:
-                    rt.close(sid)
-                    raise Unusable(f"no {entity} id flowed from {steps[j].tool.name} to {step.tool.name}")
+                    env.close(sid)
+                    raise Unusable(f"no {entity} value flowed from {steps[j].tool.name} to {step.tool.name}")
                 prop = step.tool.spec.parameters["properties"][param]
                 args[param] = as_argument(prop, ids[0])
                 step.alternatives[param] = [as_argument(prop, x) for x in ids[1 : 1 + self.config.alternatives]]
             step.args = args
-            step.result = rt.call(sid, step.tool.name, args)
+            step.result = env.call(sid, step.public_name, args)
             if step.result.is_error and step.result.code not in SCHEMA_CODES and rng.random() >= self.config.failure_rate:
                 self._find_working_values(step, args, sid)
             if rng.random() < self.config.retry_rate:
@@ -182,7 +198,7 @@ class ConversationMachine:
                 # real call and still stand before it in the conversation.
                 step.flawed = self._flaw(step, rng)
                 if step.flawed is not None:
-                    step.flawed_result = rt.call(sid, step.tool.name, step.flawed)
+                    step.flawed_result = env.call(sid, step.public_name, step.flawed)
                     if step.flawed_result.code not in SCHEMA_CODES:
                         step.flawed = step.flawed_result = None
             done.append(step)
@@ -197,7 +213,7 @@ class ConversationMachine:
         for param, others in step.alternatives.items():
             for candidate in others:
                 trial = {**args, param: candidate}
-                result = self.runtime.call(sid, step.tool.name, trial)
+                result = self.env.call(sid, step.public_name, trial)
                 if not result.is_error:
                     if param in step.fixed:
                         step.fixed[param] = candidate
@@ -219,17 +235,16 @@ class ConversationMachine:
 
     # -- writing -------------------------------------------------------------------------------
     def draft(self, chain: Chain, context: Any, index: int, example_id: str) -> Drafted:
-        rng = random.Random(f"{self.seed}:{self.runtime.name}:{index}")
+        rng = random.Random(f"{self.seed}:{self.label}:{index}")
         stratum = rng.choices(STRATA, weights=[self.config.strata.get(s, 0.0) for s in STRATA])[0]
         persona = self.teacher.persona(rng)
         steps = self.plan(chain, context, rng)
         outcome, done, sid = self.execute(steps, rng)
-        self.runtime.close(sid)
+        self.env.close(sid)
         if not done:
             raise Unusable("the first call could not be planned")
         turns = self._split(len(done), rng)
-        server = self.runtime.name
-        messages = [Message(role="system", content=self.teacher.system_prompt([server], self.today))]
+        messages = [Message(role="system", content=self.teacher.system_prompt(self.servers, self.today))]
         clarification = None
         withheld = self._withheld(done[0]) if stratum == "missing" else None
         call_no = 0
@@ -247,7 +262,7 @@ class ConversationMachine:
                 prompt = [*messages, Message(role="assistant", content=question)]
                 clarification = Example(
                     id=f"{example_id}-clarify", messages=prompt, tools=self.tools_openai,
-                    task=Task(servers=[server], seed=self.runtime.seed, calls=[], expected="clarify",
+                    task=Task(servers=self.servers, seed=self.task_seed, calls=[], expected="clarify",
                               meta={"stratum": "missing", "withheld": withheld, "chain": chain.key}),
                 )
                 messages.append(Message(role="assistant", content=question))
@@ -278,7 +293,7 @@ class ConversationMachine:
             calls.append(GroundTruthCall(id=step.id, tool=step.public_name, arguments=step.args,
                                          depends_on=[d for d in deps if d in {c.id for c in calls}]))
         task = Task(
-            servers=[server], seed=self.runtime.seed, calls=calls, expected="call",
+            servers=self.servers, seed=self.task_seed, calls=calls, expected="call",
             initial_state_hash=self.initial_hash,
             meta={"stratum": stratum, "persona": persona, "chain": chain.key, "outcome": outcome,
                   "user_turns": sum(1 for m in messages if m.role == "user")},
@@ -305,14 +320,13 @@ class ConversationMachine:
         ]
 
     def abstention(self, index: int, example_id: str) -> Example:
-        rng = random.Random(f"{self.seed}:{self.runtime.name}:abstain:{index}")
-        server = self.runtime.name
+        rng = random.Random(f"{self.seed}:{self.label}:abstain:{index}")
         messages = [
-            Message(role="system", content=self.teacher.system_prompt([server], self.today)),
+            Message(role="system", content=self.teacher.system_prompt(self.servers, self.today)),
             Message(role="user", content=self.teacher.irrelevant_request(rng)),
-            Message(role="assistant", content=self.teacher.decline([server], rng)),
+            Message(role="assistant", content=self.teacher.decline(self.servers, rng)),
         ]
-        task = Task(servers=[server], seed=self.runtime.seed, calls=[], expected="abstain",
+        task = Task(servers=self.servers, seed=self.task_seed, calls=[], expected="abstain",
                     initial_state_hash=self.initial_hash, meta={"source": "irrelevance"})
         return Example(id=example_id, messages=messages, tools=self.tools_openai, task=task)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +33,7 @@ class Edge:
     param: str | None = None  # for explicit edges: the target parameter that takes the id
     evidence: str = ""
     verified: bool | None = None  # None: not checked live; True/False: the live check's verdict
+    flow: str | None = None  # a value flow across servers ("email", "datetime") instead of an entity id
 
 
 @attrs.frozen(kw_only=True)
@@ -134,6 +136,35 @@ def flowing_values(runtime: Any, session_id: str, entity: str, param: str, outpu
         return _collect_strings(output, lambda v, _k: v in table, None, [])
     keys = {param, entity, f"{entity}_id", f"{entity}_path", "id", "path"}
     return _collect_strings(output, lambda _v, k: k in keys, None, [])
+
+
+# Values that mean the same thing on every server, so they can flow from one server's output
+# into another server's input: a contact's e-mail into an invitation, a meeting's start time
+# into a room booking. Recognised by the value's shape and the parameter's name.
+FLOW_SHAPES = {
+    "email": re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$", re.I),
+    "datetime": re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:?\d{2})?$"),
+}
+RECIPIENT_PARAMS = {"to", "cc", "bcc", "emails", "invitees", "attendees", "participants", "recipients"}
+START_PARAMS = {"start", "start_time", "starts_at", "when", "begin", "begins_at"}
+
+
+def flow_of_param(name: str, prop: dict[str, Any]) -> str | None:
+    """The kind of cross-server value a parameter takes, if any."""
+    if prop.get("x-prove-entity") or "enum" in prop:
+        return None
+    items = prop.get("items", {}) if prop.get("type") == "array" else prop
+    if "email" in name or name in RECIPIENT_PARAMS or items.get("format") == "email":
+        return "email"
+    if name in START_PARAMS or items.get("format") == "date-time":
+        return "datetime"
+    return None
+
+
+def flow_values(kind: str, output: Any) -> list[str]:
+    """Every string in a tool's output with the shape of ``kind``."""
+    shape = FLOW_SHAPES[kind]
+    return _collect_strings(output, lambda v, _k: bool(shape.match(v)), None, [])
 
 
 def as_argument(prop: dict[str, Any], value: Any) -> Any:

@@ -257,6 +257,16 @@ class Environment:
             for name in rt.server.tools:
                 self._routes[self.public_name(rt.name, name)] = (rt, name)
 
+    def route(self, public: str) -> tuple[ServerRuntime, str]:
+        """The runtime serving a public tool name, and the tool's own name there."""
+        try:
+            return self._routes[public]
+        except KeyError:
+            raise KeyError(f"no tool named {public!r}") from None
+
+    def server_of(self, public: str) -> str:
+        return self.route(public)[0].name
+
     def public_name(self, server: str, tool: str) -> str:
         return f"{server}_{tool}" if self.prefixed else tool
 

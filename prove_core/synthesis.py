@@ -40,7 +40,9 @@ log = structlog.get_logger()
 
 @attrs.define
 class ServerPlan:
-    runtime: ServerRuntime
+    """One synthesis unit: a server, or a group of servers mounted together (cross-server)."""
+
+    name: str
     env: Environment
     machine: ConversationMachine
     chains: list[Chain]
@@ -48,11 +50,15 @@ class ServerPlan:
     coverage: dict[str, Any]
 
 
-def _plan_server(entry: ResolvedServer, cfg: SynthConfig, plugins: Any, experiment: Experiment) -> ServerPlan:
+def _plan(entries: list[ResolvedServer], cfg: SynthConfig, plugins: Any, experiment: Experiment) -> ServerPlan:
+    """Graph, chains, sampling context and machine for one server, or for a mounted group whose
+    chains must cross servers (a group shares the first server's seed)."""
     registry = plugins.registry
-    runtime = ServerRuntime(registry.load("servers", entry.name), seed=entry.seed, options=entry.options,
-                            max_sessions=experiment.sessions.max_sessions)
-    env = Environment([runtime])
+    seed = entries[0].seed
+    runtimes = [ServerRuntime(registry.load("servers", e.name), seed=seed, options=e.options,
+                              max_sessions=experiment.sessions.max_sessions) for e in entries]
+    env = Environment(runtimes)
+    name = "+".join(e.name for e in entries)
     labeller = _configured(registry.load("extractors", cfg.labeller), cfg)
     if hasattr(labeller, "verify") and labeller.verify != cfg.verify_edges:
         labeller = attrs.evolve(labeller, verify=cfg.verify_edges)
@@ -63,21 +69,27 @@ def _plan_server(entry: ResolvedServer, cfg: SynthConfig, plugins: Any, experime
         graph = labeller.label(env)
         cache.store(graph)
     else:
-        log.info("graph from cache", server=entry.name, digest=digest)
+        log.info("graph from cache", server=name, digest=digest)
     extractor = registry.load("extractors", cfg.extractor)
     extractor = attrs.evolve(extractor, min_length=cfg.min_chain_length, max_length=cfg.max_chain_length)
     wanted = cfg.chains_per_server or max(400, math.ceil(1.5 * cfg.examples / max(1, len(experiment.servers))))
-    chains = extractor.extract(graph, sample=wanted, seed=cfg.seed)
+    if len(entries) > 1:  # a mounted group exists for its cross-server chains only
+        chains = [c for c in extractor.extract(graph, seed=cfg.seed) if any(e.flow for e in c.edges)]
+        chains = random.Random(cfg.seed).sample(chains, min(wanted, len(chains)))
+        problem = "no chain crosses from one server to another"
+    else:
+        chains = extractor.extract(graph, sample=wanted, seed=cfg.seed)
+        problem = f"the dependency graph yields no chain of length >= {cfg.min_chain_length}"
     if not chains:
-        raise ConfigError(f"server {entry.name!r}: the dependency graph yields no chain of length >= {cfg.min_chain_length}")
-    random.Random(f"{cfg.seed}:{entry.name}").shuffle(chains)
+        raise ConfigError(f"synthesis on {name!r}: {problem}")
+    random.Random(f"{cfg.seed}:{name}").shuffle(chains)
     from prove_plugins.sampler import SupportRule  # the bundled rule shape, shared by samplers
 
     rules = [SupportRule(**attrs.asdict(r)) for r in cfg.rules]
     context = registry.load("samplers", cfg.sampler).sample(env, rules)
     teacher = _configured(registry.load("teachers", cfg.teacher), cfg)
     machine = ConversationMachine(env, teacher, cfg.conversation, seed=cfg.seed)
-    return ServerPlan(runtime=runtime, env=env, machine=machine, chains=chains, context=context,
+    return ServerPlan(name=name, env=env, machine=machine, chains=chains, context=context,
                       coverage=coverage_report(graph.tools, chains, graph))
 
 
@@ -105,7 +117,7 @@ class Stats:
         self.seconds = {"generate": 0.0, "validate": 0.0}
 
     def keep(self, example: Example) -> None:
-        server = example.task.servers[0] if example.task.servers else f"imported:{example.task.meta.get('source', '?')}"
+        server = "+".join(example.task.servers) if example.task.servers else f"imported:{example.task.meta.get('source', '?')}"
         self.by_server[server] += 1
         self.by_behaviour[example.task.expected] += 1
         if example.task.expected == "call":
@@ -124,9 +136,9 @@ class Stats:
             "drops": dict(self.drops),
             "perturbations": dict(self.perturbations),
             "tool_coverage": {
-                name: {"tools": len(p.runtime.server.tools), "used": len(self.tools_used.get(name, ())),
-                       "share": round(len(self.tools_used.get(name, ())) / len(p.runtime.server.tools), 3),
-                       "unused": sorted(set(p.machine.runtime.server.tools) - self.tools_used.get(name, set())),
+                name: {"tools": len(p.env.specs()), "used": len(self.tools_used.get(name, ())),
+                       "share": round(len(self.tools_used.get(name, ())) / len(p.env.specs()), 3),
+                       "unused": sorted({t.name for t in p.env.specs()} - self.tools_used.get(name, set())),
                        "chains": len(p.chains), "chain_coverage": p.coverage}
                 for name, p in plans.items()
             },
@@ -167,7 +179,15 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     cfg = experiment.synth or SynthConfig()
     out_dir = experiment.run_dir / "synth"
     out_dir.mkdir(parents=True, exist_ok=True)
-    plans = {entry.name: _plan_server(entry, cfg, plugins, experiment) for entry in resolve(experiment, plugins.registry)}
+    resolved = {entry.name: entry for entry in resolve(experiment, plugins.registry)}
+    units = [[entry] for entry in resolved.values()]
+    for i, group in enumerate(cfg.mounts):
+        missing = [n for n in group if n not in resolved]
+        if missing or len(group) < 2:
+            raise ConfigError(f"$.synth.mounts[{i}]: name at least two of the experiment's servers "
+                              f"(unknown: {missing})" if missing else f"$.synth.mounts[{i}]: a mount needs two servers")
+        units.append([resolved[n] for n in group])
+    plans = {p.name: p for p in (_plan(unit, cfg, plugins, experiment) for unit in units)}
     names = sorted(plans)
     stats = Stats()
     corpus, drops = out_dir / "corpus.jsonl", out_dir / "drops.jsonl"
