@@ -155,7 +155,10 @@ def servers_call(name: str, tool: str, args_json: str, seed: int) -> None:
 @click.option("--token", envvar="PROVE_TOKEN", default=None, help="Require this bearer token on HTTP (env PROVE_TOKEN).")
 @click.option("--ttl", default=3600.0, show_default=True, type=float, help="Idle seconds before a session expires.")
 @click.option("--max-sessions", default=100_000, show_default=True, type=int, help="Live sessions kept at most.")
-def serve_cmd(names: tuple[str, ...], transport: str, host: str, port: int, seed: int, token: str | None, ttl: float, max_sessions: int) -> None:
+@click.option("--call-timeout", default=30.0, show_default=True, type=float,
+              help="Seconds a tool call may run; past it the call gets DEADLINE_EXCEEDED and changes nothing (0: no limit).")
+def serve_cmd(names: tuple[str, ...], transport: str, host: str, port: int, seed: int, token: str | None, ttl: float,
+              max_sessions: int, call_timeout: float) -> None:
     """Serve one or more servers over MCP. Several are mounted with <server>_ prefixes.
 
     Send the session id in the request's _meta.session_id (or the X-Prove-Session header over
@@ -166,7 +169,8 @@ def serve_cmd(names: tuple[str, ...], transport: str, host: str, port: int, seed
 
     if len(set(names)) != len(names):
         raise ProveError("a server is named twice")
-    runtimes = [ServerRuntime(_server(n), seed=seed, ttl_s=ttl, max_sessions=max_sessions) for n in names]
+    runtimes = [ServerRuntime(_server(n), seed=seed, ttl_s=ttl, max_sessions=max_sessions,
+                              call_timeout_s=call_timeout or None) for n in names]
     if transport == "http":
         click.echo(f"serving {', '.join(names)} on http://{host}:{port}/mcp", err=True)
     serve(runtimes, transport=transport, host=host, port=port, token=token)

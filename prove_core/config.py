@@ -37,6 +37,7 @@ class ServerConfig:
 class SessionsConfig:
     ttl_s: float = attrs.field(default=3600.0, validator=attrs.validators.gt(0))
     max_sessions: int = attrs.field(default=100_000, validator=attrs.validators.gt(0))
+    call_timeout_s: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
 
 
 @attrs.frozen(kw_only=True)

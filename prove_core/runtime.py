@@ -22,7 +22,15 @@ from typing import Any
 import attrs
 import fastjsonschema
 
-from prove_core.errors import ErrorCode, Internal, InvalidArgument, ResourceExhausted, ToolError, UnknownTool
+from prove_core.errors import (
+    DeadlineExceeded,
+    ErrorCode,
+    Internal,
+    InvalidArgument,
+    ResourceExhausted,
+    ToolError,
+    UnknownTool,
+)
 from prove_core.toolkit.server import Server, ToolSpec
 from prove_core.toolkit.state import Snapshot, State
 
@@ -82,7 +90,8 @@ class ServerRuntime:
     Sessions are created from a cached seed snapshot, so creating or resetting one costs the
     same whatever the size of the seed data. Idle sessions expire after ``ttl_s``; at most
     ``max_sessions`` live at once (expired ones are evicted first, then the least recently used
-    one when ``evict_lru`` is true, otherwise a RESOURCE_EXHAUSTED error is raised).
+    one when ``evict_lru`` is true, otherwise a RESOURCE_EXHAUSTED error is raised). With
+    ``call_timeout_s`` a call that runs longer gets DEADLINE_EXCEEDED and changes nothing.
     """
 
     def __init__(
@@ -94,6 +103,7 @@ class ServerRuntime:
         ttl_s: float = DEFAULT_TTL_S,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         evict_lru: bool = True,
+        call_timeout_s: float | None = None,
     ) -> None:
         self.server = server
         self.seed = seed
@@ -101,6 +111,7 @@ class ServerRuntime:
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self.evict_lru = evict_lru
+        self.call_timeout_s = call_timeout_s  # None: calls run inline (the fast path's default)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._seed_snapshots: dict[int, Snapshot] = {}
         self._lock = threading.RLock()
@@ -224,6 +235,8 @@ class ServerRuntime:
             return ToolResult(error=invalid_argument(exc).to_dict())
         session = self.session(session_id)
         with session.lock:
+            if self.call_timeout_s is not None:
+                return self._call_with_deadline(session, tool, tool_def, args)
             state = session.state
             before = state.snapshot()
             try:
@@ -233,8 +246,7 @@ class ServerRuntime:
                 return ToolResult(error=exc.to_dict())
             except Exception as exc:  # a bug in a tool must not take the server down
                 state.restore(before)
-                err = Internal(f"{self.server.name}.{tool} failed: {type(exc).__name__}: {exc}", reason="TOOL_CRASHED")
-                return ToolResult(error=err.to_dict())
+                return self._crashed(tool, exc)
             # The session clock ticks once per call that changed something, so timestamps order
             # events while an idempotent repeat leaves the state hash alone.
             if state.changed_since(before):
@@ -242,6 +254,42 @@ class ServerRuntime:
         if not isinstance(data, dict):
             data = {"result": data}
         return ToolResult(data=data)
+
+    def _crashed(self, tool: str, exc: BaseException) -> ToolResult:
+        err = Internal(f"{self.server.name}.{tool} failed: {type(exc).__name__}: {exc}", reason="TOOL_CRASHED")
+        return ToolResult(error=err.to_dict())
+
+    def _call_with_deadline(self, session: Session, tool: str, tool_def: Any, args: dict[str, Any]) -> ToolResult:
+        """Run the tool on a private copy of the session state in a worker thread; commit the copy
+        only if the call finishes in time. A call that overruns gets DEADLINE_EXCEEDED and the
+        session is untouched: the thread may run on, but only ever on its abandoned copy."""
+        base = session.state.snapshot()
+        work = State.from_snapshot(base)
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["data"] = tool_def.fn(work, **args)
+            except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run, name=f"{self.server.name}.{tool}", daemon=True)
+        thread.start()
+        thread.join(self.call_timeout_s)
+        if thread.is_alive():
+            err = DeadlineExceeded(f"{self.server.name}.{tool} did not finish within {self.call_timeout_s} s; "
+                                   "nothing was changed", reason="CALL_TIMEOUT", timeout_s=self.call_timeout_s)
+            return ToolResult(error=err.to_dict())
+        exc = outcome.get("error")
+        if isinstance(exc, ToolError):
+            return ToolResult(error=exc.to_dict())
+        if exc is not None:
+            return self._crashed(tool, exc)
+        if work.changed_since(base):
+            work.advance_clock()
+            session.state.restore(work.snapshot())
+        data = outcome["data"]
+        return ToolResult(data=data if isinstance(data, dict) else {"result": data})
 
 
 class Environment:

@@ -18,6 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import structlog
 from fastmcp import FastMCP
 from fastmcp.exceptions import NotFoundError
@@ -71,7 +72,9 @@ class RuntimeTool(Tool):
 
     async def run(self, arguments: dict[str, Any]) -> McpToolResult:
         sid = session_key()
-        result = self.runtime.call(sid, self.tool_name, arguments)
+        # In a worker thread: a slow tool (up to its deadline) must not stall the event loop that
+        # serves every other session. runtime.call is thread-safe (per-session locks).
+        result = await anyio.to_thread.run_sync(self.runtime.call, sid, self.tool_name, arguments)
         log.debug("tool call", server=self.runtime.name, session=sid, tool=self.tool_name,
                   error=result.error["reason"] if result.is_error else None)
         return to_mcp_result(result, sid)

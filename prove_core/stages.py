@@ -33,6 +33,7 @@ def build_environment(experiment: Experiment, plugins: Any) -> Environment:
                 options=entry.options,
                 ttl_s=experiment.sessions.ttl_s,
                 max_sessions=experiment.sessions.max_sessions,
+                call_timeout_s=experiment.sessions.call_timeout_s,
             )
         )
     return Environment(runtimes)

@@ -149,3 +149,20 @@ def test_an_expired_session_comes_back_fresh_and_sweeps_happen_without_pressure(
     time.sleep(0.1)
     rt.new_session()  # creating a session sweeps expired ones even far below max_sessions
     assert not any(o in rt for o in others)
+
+
+def test_a_call_past_its_deadline_is_typed_and_changes_nothing():
+    rt = ServerRuntime(server, call_timeout_s=0.2)
+    sid = rt.new_session()
+    wallet = first_wallet(rt, sid)
+    before = rt.state_hash(sid)
+    result = rt.call(sid, "slow_spend", {"wallet_id": wallet["id"], "seconds": 1.0})
+    assert result.code == "DEADLINE_EXCEEDED" and result.error["reason"] == "CALL_TIMEOUT"
+    assert rt.state_hash(sid) == before
+    time.sleep(1.0)  # the abandoned call finishes on its private copy...
+    assert rt.state_hash(sid) == before  # ...and still changes nothing
+    ok = rt.call(sid, "slow_spend", {"wallet_id": wallet["id"], "seconds": 0.0})
+    assert not ok.is_error and ok.data["balance"] == round(wallet["balance"] - 1, 2)  # commits in time
+    assert rt.call(sid, "explode", {"wallet_id": wallet["id"]}).code == "INTERNAL"
+    assert rt.call(sid, "spend", {"wallet_id": wallet["id"], "amount": 9999.0}).error["reason"] == "INSUFFICIENT_FUNDS"
+    assert rt.state(sid).wallets.get(wallet["id"])["balance"] == ok.data["balance"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal
 
 import attrs
@@ -54,3 +55,13 @@ def explode(state: WalletState, wallet_id: Annotated[str, ref("wallet", "Wallet 
     """A tool with a bug: it writes, then crashes."""
     state.wallets.update(wallet_id, balance=-1.0)
     raise ZeroDivisionError("bug in tool")
+
+
+@server.tool(mutates=["wallet"], examples=[lambda s: {"wallet_id": s.wallets.first()["id"], "seconds": 0.0}])
+def slow_spend(state: WalletState, wallet_id: Annotated[str, ref("wallet", "Wallet to debit.")],
+               seconds: Annotated[float, Field(ge=0, le=5, description="How long the bank takes.")]) -> dict:
+    """Debit one dollar, then wait: a tool that can overrun a deadline after writing."""
+    wallet = state.wallets.get(wallet_id)
+    state.wallets.update(wallet_id, balance=money(wallet["balance"] - 1))
+    time.sleep(seconds)
+    return state.wallets.get(wallet_id)
