@@ -254,6 +254,57 @@ def reward_cmd(rollouts: str, config: str | None, out: str | None, parser: str |
                          f"(first: line {report['invalid'][0]['line']}: {report['invalid'][0]['error']})")
 
 
+@cli.command("eval")
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+@click.option("--model", "models", multiple=True, metavar="CLIENT",
+              help="Add a model by client with default options (oracle, no_call, spammer); repeatable.")
+@click.option("--benchmark", "benchmarks", multiple=True, metavar="NAME",
+              help="Add a benchmark with default options (prove, bfcl, tau2); repeatable.")
+@click.option("--only", "only", multiple=True, metavar="NAME", help="Run only these models/benchmarks of the config.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Tasks per category (sets options.limit).")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Report folder [default: <run_dir>/eval].")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def eval_cmd(config: str | None, models: tuple[str, ...], benchmarks: tuple[str, ...], only: tuple[str, ...],
+             limit: int | None, out: str | None, as_json: bool) -> None:
+    """Evaluate every model of CONFIG's [eval] section on every benchmark: JSON and markdown
+    tables, PNG plots, per benchmark and category, with the number of tasks and a confidence
+    interval (docs/evaluation.md). Resumable: tasks already scored are not played again."""
+    from prove_core.evaluation import run_evaluation
+
+    experiment = _eval_experiment(config, models, benchmarks, only, limit, out)
+    report = run_evaluation(experiment, _plugins(), echo=(lambda _: None) if as_json else click.echo)
+    if as_json:
+        _echo_json(report)
+
+
+def _eval_experiment(config: str | None, models: tuple[str, ...], benchmarks: tuple[str, ...], only: tuple[str, ...],
+                     limit: int | None, out: str | None) -> Any:
+    """The experiment with its [eval] section adjusted by the command-line flags."""
+    import attrs
+
+    from prove_core.config import BenchmarkConfig, EvalConfig, ModelConfig, load_experiment
+
+    experiment = load_experiment(config)
+    settings = experiment.eval
+    model_list = list(settings.models) if settings else []
+    bench_list = list(settings.benchmarks) if settings else []
+    model_list += [ModelConfig(name=m, client=m) for m in models]
+    bench_list += [BenchmarkConfig(name=b) for b in benchmarks]
+    if only:
+        unknown = set(only) - {m.name for m in model_list} - {b.label or b.name for b in bench_list}
+        if unknown:
+            raise ProveError(f"--only names no model or benchmark of the config: {', '.join(sorted(unknown))}")
+        model_list = [m for m in model_list if m.name in only] or model_list
+        bench_list = [b for b in bench_list if (b.label or b.name) in only] or bench_list
+    if limit is not None:
+        bench_list = [attrs.evolve(b, options={**b.options, "limit": limit}) for b in bench_list]
+    if not model_list or not bench_list:
+        raise ProveError("nothing to evaluate: give a config with an [eval] section, or --model and --benchmark")
+    base = settings or EvalConfig(models=model_list, benchmarks=bench_list)
+    return attrs.evolve(experiment, eval=attrs.evolve(base, models=model_list, benchmarks=bench_list,
+                                                      output=out or base.output))
+
+
 @cli.command("run")
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 def run_cmd(config: str | None) -> None:

@@ -168,6 +168,101 @@ class SynthConfig:
 
 
 @attrs.frozen(kw_only=True)
+class ModelConfig:
+    """``[[eval.models]]``: a model client (``prove_core.policies``: hf, openai, oracle, no_call,
+    spammer) under a display name; ``options`` are structured in phase 2 with its ``Config``."""
+
+    name: str
+    client: str
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class BenchmarkConfig:
+    """``[[eval.benchmarks]]``: a registered evaluator (prove, bfcl, tau2, ...), its options, and
+    an optional ``label`` to run one evaluator twice with different options."""
+
+    name: str
+    label: str | None = None
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class EvalConfig:
+    """``[eval]``: every model on every benchmark, one report (docs/evaluation.md)."""
+
+    models: list[ModelConfig] = attrs.field(validator=attrs.validators.min_len(1))
+    benchmarks: list[BenchmarkConfig] = attrs.field(validator=attrs.validators.min_len(1))
+    confidence: float = attrs.field(default=0.95, validator=[attrs.validators.gt(0), attrs.validators.lt(1)])
+    plots: bool = True
+    output: str | None = None  # default <run_dir>/eval
+
+
+@attrs.frozen(kw_only=True)
+class TrainModelConfig:
+    """``[train.model]``: the model to train. ``path`` names a Hugging Face model folder (weights,
+    tokenizer and chat template); without it a tiny model with random weights is built from the
+    fields below and a tokenizer is trained on the corpus (``prove_core.tiny``)."""
+
+    path: str | None = None
+    hidden_size: int = attrs.field(default=128, validator=attrs.validators.gt(0))
+    layers: int = attrs.field(default=2, validator=attrs.validators.gt(0))
+    heads: int = attrs.field(default=4, validator=attrs.validators.gt(0))
+    vocab_size: int = attrs.field(default=2048, validator=attrs.validators.ge(300))
+    max_positions: int = attrs.field(default=4096, validator=attrs.validators.gt(0))
+    architecture: str = "qwen2"
+    tool_detail: str = attrs.field(default="signatures", validator=attrs.validators.in_(("signatures", "full")))
+    max_tool_chars: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
+
+
+@attrs.frozen(kw_only=True)
+class WarmupConfig:
+    """``[train.sft]``: supervised warm-up on the synthesized conversations (assistant turns only)
+    before GRPO. The paper skips it (``steps = 0``); a model trained from scratch needs it."""
+
+    steps: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    batch_size: int = attrs.field(default=8, validator=attrs.validators.gt(0))
+    lr: float = attrs.field(default=3e-3, validator=attrs.validators.gt(0))
+    max_length: int = attrs.field(default=1024, validator=attrs.validators.gt(0))
+
+
+@attrs.frozen(kw_only=True)
+class HeldOutConfig:
+    """``[train.eval]``: the held-out evaluation before and after GRPO (mean reward per component)."""
+
+    held_out: int = attrs.field(default=32, validator=attrs.validators.ge(0))  # examples kept out of training
+    temperature: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))  # 0: greedy
+    samples: int = attrs.field(default=1, validator=attrs.validators.gt(0))  # rollouts per held-out task
+
+
+@attrs.frozen(kw_only=True)
+class TrainConfig:
+    """``[train]``: multi-turn GRPO on live sessions (docs/training.md). Defaults are the paper's:
+    group 16, batch 16 prompts, KL 0.01, 350 steps, 5 user / 10 assistant turns."""
+
+    backend: str = "trl"
+    corpus: str | None = None  # default: <run_dir>/synth/corpus.jsonl
+    steps: int = attrs.field(default=350, validator=attrs.validators.gt(0))
+    group_size: int = attrs.field(default=16, validator=attrs.validators.ge(2))
+    batch_size: int = attrs.field(default=16, validator=attrs.validators.gt(0))  # prompts per step
+    kl: float = attrs.field(default=0.01, validator=attrs.validators.ge(0))
+    lr: float = attrs.field(default=1e-6, validator=attrs.validators.gt(0))
+    temperature: float = attrs.field(default=1.0, validator=attrs.validators.gt(0))
+    max_new_tokens: int = attrs.field(default=256, validator=attrs.validators.gt(0))  # per assistant turn
+    max_user_turns: int = attrs.field(default=5, validator=attrs.validators.gt(0))
+    max_assistant_turns: int = attrs.field(default=10, validator=attrs.validators.gt(0))
+    parser: str = "hermes"
+    seed: int | None = None  # default: the experiment's seed
+    checkpoint_every: int = attrs.field(default=50, validator=attrs.validators.gt(0))
+    resume: bool = True
+    perturb: bool = False  # perturb training prompts again on the fly ([synth] already perturbed the corpus)
+    model: TrainModelConfig = attrs.field(factory=TrainModelConfig)
+    sft: WarmupConfig = attrs.field(factory=WarmupConfig)
+    eval: HeldOutConfig = attrs.field(factory=HeldOutConfig)
+    options: dict[str, Any] = attrs.field(factory=dict)  # the backend's own options (phase 2)
+
+
+@attrs.frozen(kw_only=True)
 class Experiment:
     name: str = "prove"
     seed: int = 0
@@ -178,6 +273,8 @@ class Experiment:
     episode: EpisodeConfig | None = None
     synth: SynthConfig | None = None
     reward: RewardConfig | None = None
+    eval: EvalConfig | None = None
+    train: TrainConfig | None = None
 
     @property
     def run_dir(self) -> Path:

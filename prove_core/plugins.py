@@ -59,6 +59,9 @@ BUNDLED = (
     "prove_plugins.rewards",
     "prove_plugins.parsers",
     "prove_plugins.perturbations",
+    "prove_plugins.eval_prove",
+    "prove_plugins.eval_bfcl",
+    "prove_plugins.eval_tau2",
 )
 AUTOLOAD_ENV = "PROVE_DISABLE_PLUGIN_AUTOLOAD"
 BLOCK_ENV = "PROVE_BLOCK_PLUGINS"

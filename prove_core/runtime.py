@@ -12,6 +12,7 @@ tool names get the ``<server>_`` prefix that ``prove serve`` uses when it mounts
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
 import time
@@ -66,6 +67,32 @@ def invalid_argument(exc: fastjsonschema.JsonSchemaValueException) -> InvalidArg
     path = ".".join(str(p) for p in exc.path[1:]) or "(arguments)"
     message = exc.message.replace("data.", "", 1) if exc.message.startswith("data.") else exc.message
     return InvalidArgument(f"invalid arguments: {message}", reason="SCHEMA_VIOLATION", field=path, rule=exc.rule)
+
+
+def json_values(schema: dict[str, Any], value: Any, path: str) -> Any:
+    """Argument values as tools expect them, after schema validation. What JSON cannot carry but
+    Python's parsers let through is refused: NaN and infinities (a NaN passes every bound and
+    poisons whatever stores it) and lone surrogates (text that cannot be encoded). A whole float
+    given for an integer (JSON Schema's 1.0 is an integer) becomes the int a slice or range() needs."""
+    if value.__class__ is float:
+        if not math.isfinite(value):
+            raise InvalidArgument(f"invalid arguments: {path} must be a finite number", reason="SCHEMA_VIOLATION",
+                                  field=path, rule="type")
+        return int(value) if schema.get("type") == "integer" else value
+    if value.__class__ is str:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"invalid arguments: {path} is not valid Unicode text (a lone surrogate)",
+                                  reason="SCHEMA_VIOLATION", field=path, rule="type") from None
+        return value
+    if value.__class__ is list:
+        items = schema.get("items", {})
+        return [json_values(items, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if value.__class__ is dict:
+        props = schema.get("properties", {})
+        return {k: json_values(props.get(k, {}), v, f"{path}.{k}") for k, v in value.items()}
+    return value
 
 
 def unknown_tool(name: str) -> ToolResult:
@@ -137,7 +164,8 @@ class ServerRuntime:
         """Start a session from the seed (or from ``snapshot``); returns its unguessable id."""
         seed = self.seed if seed is None else seed
         snap = snapshot if snapshot is not None else self.seed_snapshot(seed)
-        sid = session_id or secrets.token_urlsafe(18)
+        # Only a missing id gets a fresh one: "" is a key like any other (``or`` lost it to a KeyError).
+        sid = secrets.token_urlsafe(18) if session_id is None else session_id
         if time.monotonic() - self._last_sweep > min(self.ttl_s, 60.0):
             self.evict_expired()
         with self._lock:
@@ -147,7 +175,10 @@ class ServerRuntime:
 
     def fork(self, session_id: str) -> str:
         """A new session whose state is a copy of this session's current state."""
-        return self.new_session(snapshot=self.session(session_id).state.snapshot(), seed=self.session(session_id).seed)
+        source = self.session(session_id)
+        with source.lock:  # never copy the half-applied writes of a call in progress
+            snapshot = source.state.snapshot()
+        return self.new_session(snapshot=snapshot, seed=source.seed)
 
     def reset(self, session_id: str) -> None:
         session = self.session(session_id)
@@ -179,7 +210,9 @@ class ServerRuntime:
         return self.session(session_id).state
 
     def state_hash(self, session_id: str) -> str:
-        return self.session(session_id).state.state_hash()
+        session = self.session(session_id)
+        with session.lock:  # a call in progress is hashed once it has finished or rolled back
+            return session.state.state_hash()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -231,9 +264,21 @@ class ServerRuntime:
             return ToolResult(error=err.to_dict())
         try:
             args = tool_def.validate(dict(arguments))
+            properties = tool_def.spec.parameters["properties"]
+            for key, value in args.items():
+                if value.__class__ in (float, list, dict) or (value.__class__ is str and not value.isascii()):
+                    args[key] = json_values(properties.get(key, {}), value, key)
         except fastjsonschema.JsonSchemaValueException as exc:
             return ToolResult(error=invalid_argument(exc).to_dict())
-        session = self.session(session_id)
+        except InvalidArgument as exc:
+            return ToolResult(error=exc.to_dict())
+        except (ValueError, TypeError, OverflowError) as exc:  # the validator chokes (a NaN in a multipleOf)
+            err = InvalidArgument(f"invalid arguments: {exc}", reason="SCHEMA_VIOLATION", field="(arguments)")
+            return ToolResult(error=err.to_dict())
+        try:
+            session = self.session(session_id)
+        except ToolError as exc:  # RESOURCE_EXHAUSTED: at the session bound with evict_lru off
+            return ToolResult(error=exc.to_dict())
         with session.lock:
             if self.call_timeout_s is not None:
                 return self._call_with_deadline(session, tool, tool_def, args)
@@ -244,8 +289,10 @@ class ServerRuntime:
             except ToolError as exc:
                 state.restore(before)
                 return ToolResult(error=exc.to_dict())
-            except Exception as exc:  # a bug in a tool must not take the server down
+            except BaseException as exc:  # a bug in a tool (even sys.exit) must not take the server down
                 state.restore(before)
+                if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                    raise  # a real Ctrl-C: stop, with the call rolled back
                 return self._crashed(tool, exc)
             # The session clock ticks once per call that changed something, so timestamps order
             # events while an idempotent repeat leaves the state hash alone.

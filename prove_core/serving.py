@@ -28,6 +28,7 @@ from fastmcp.tools.base import Tool
 from fastmcp.tools.base import ToolResult as McpToolResult
 from mcp.types import TextContent, ToolAnnotations
 
+from prove_core.errors import InvalidArgument
 from prove_core.runtime import ServerRuntime, ToolResult, unknown_tool
 
 log = structlog.get_logger()
@@ -38,29 +39,37 @@ DEFAULT_SESSION = "default"
 
 
 def session_key() -> str:
-    """The session id of the current MCP request (``_meta``, then header, then default)."""
+    """The session id of the current MCP request (``_meta``, then header, then default).
+
+    A ``_meta.session_id`` that is present but not a non-empty string raises InvalidArgument:
+    quietly using the shared default session instead would mix that rollout with every other.
+    """
     try:
         ctx = get_context()
     except RuntimeError:
         return DEFAULT_SESSION
     request = ctx.request_context
     meta = getattr(request, "meta", None) if request is not None else None
-    if isinstance(meta, dict):
-        sid = meta.get(SESSION_META_KEY)
+    if isinstance(meta, dict) and SESSION_META_KEY in meta:
+        sid = meta[SESSION_META_KEY]
         if isinstance(sid, str) and sid:
             return sid
+        shown = json.dumps(sid, default=str)[:40]
+        raise InvalidArgument(f"_meta.{SESSION_META_KEY} must be a non-empty string, got {shown}; send a string "
+                              "id, or none for the shared default session", reason="BAD_SESSION_ID",
+                              field=f"_meta.{SESSION_META_KEY}")
     headers = get_http_headers(include={SESSION_HEADER})
     sid = headers.get(SESSION_HEADER)
     return sid if sid else DEFAULT_SESSION
 
 
-def to_mcp_result(result: ToolResult, session_id: str) -> McpToolResult:
+def to_mcp_result(result: ToolResult, session_id: str | None) -> McpToolResult:
     payload = result.structured
     return McpToolResult(
         content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False, sort_keys=True))],
         structured_content=payload,
         is_error=result.is_error,
-        meta={SESSION_META_KEY: session_id},
+        meta={SESSION_META_KEY: session_id} if session_id is not None else None,
     )
 
 
@@ -71,7 +80,10 @@ class RuntimeTool(Tool):
     tool_name: str = ""
 
     async def run(self, arguments: dict[str, Any]) -> McpToolResult:
-        sid = session_key()
+        try:
+            sid = session_key()
+        except InvalidArgument as exc:
+            return to_mcp_result(ToolResult(error=exc.to_dict()), None)
         # In a worker thread: a slow tool (up to its deadline) must not stall the event loop that
         # serves every other session. runtime.call is thread-safe (per-session locks).
         result = await anyio.to_thread.run_sync(self.runtime.call, sid, self.tool_name, arguments)
@@ -87,7 +99,11 @@ class TypedUnknownTool(Middleware):
         try:
             return await call_next(context)
         except NotFoundError:
-            return to_mcp_result(unknown_tool(context.message.name), session_key())
+            try:
+                sid = session_key()
+            except InvalidArgument as exc:
+                return to_mcp_result(ToolResult(error=exc.to_dict()), None)
+            return to_mcp_result(unknown_tool(context.message.name), sid)
 
 
 def build_server(runtime: ServerRuntime) -> FastMCP:
@@ -111,13 +127,26 @@ def build_server(runtime: ServerRuntime) -> FastMCP:
 def build_app(runtimes: Sequence[ServerRuntime]) -> FastMCP:
     """One MCP server for one runtime, or several mounted with ``<server>_`` prefixes."""
     if len(runtimes) == 1:
-        return build_server(runtimes[0])
+        return _with_schema_lookup(build_server(runtimes[0]), runtimes)
     root = FastMCP(
         "prove", instructions="PROVE servers: " + ", ".join(rt.name for rt in runtimes), middleware=[TypedUnknownTool()]
     )
     for rt in runtimes:
         root.mount(build_server(rt), namespace=rt.name)
-    return root
+    return _with_schema_lookup(root, runtimes)
+
+
+def _with_schema_lookup(mcp: FastMCP, runtimes: Sequence[ServerRuntime]) -> FastMCP:
+    """Answer the MCP SDK's per-call input-schema lookup from a dict. Before every streamable-HTTP
+    tools/call the SDK checks ``Mcp-Param-*`` headers against the tool's schema; without a lookup it
+    runs a whole tools/list through every middleware to find it (343 mounted tools: ~11 calls/s)."""
+    low_level = getattr(mcp, "_mcp_server", None)
+    if low_level is not None and getattr(low_level, "get_tool_input_schema", False) is None:
+        prefixed = len(runtimes) > 1
+        schemas = {f"{rt.name}_{spec.name}" if prefixed else spec.name: spec.parameters
+                   for rt in runtimes for spec in rt.specs()}
+        low_level.get_tool_input_schema = schemas.get
+    return mcp
 
 
 class BearerAuth:

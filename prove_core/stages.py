@@ -98,8 +98,18 @@ def _reward_stage(experiment: Experiment, env: Environment, plugins: Any, echo: 
             "output": str(experiment.run_dir / "reward" / "report.json")}
 
 
+def _eval_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
+    """Every ``[[eval.models]]`` on every ``[[eval.benchmarks]]``; report in ``<run_dir>/eval``."""
+    from prove_core.evaluation import ALL, run_evaluation
+
+    report = run_evaluation(experiment, plugins, echo=echo)
+    played = sum(cell["n"] for data in report["benchmarks"].values() for cell in data["results"][ALL].values())
+    out = experiment.eval.output if experiment.eval and experiment.eval.output else experiment.run_dir / "eval"
+    return {"ok": played > 0, "tasks": played, "output": str(Path(out) / "report.json")}
+
+
 STAGES: dict[str, Callable[..., dict[str, Any]]] = {"episode": _episode_stage, "synth": _synth_stage,
-                                                    "reward": _reward_stage}
+                                                    "reward": _reward_stage, "eval": _eval_stage}
 
 
 def run_experiment(source: str | Path | None, *, plugins: Any, echo: Callable[[str], None] = print) -> dict[str, Any]:

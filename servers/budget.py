@@ -370,7 +370,7 @@ def create_budget(
     require(existing is None, f"{category['name']} already has a budget for {month}; use set_budget_limit",
             reason="BUDGET_EXISTS", error=Conflict, budget_id=existing and existing["id"])
     spent = _spent(state, category_id, month)
-    limit = money(limit)
+    limit = max(money(limit), 0.01)  # > 0 in the schema: never round down to a zero limit (divided by)
     _require_limit_covers(month, category["name"], limit, spent)
     budget = state.budgets.insert({"category_id": category_id, "month": month, "limit": limit,
                                    "alert_threshold_pct": alert_threshold_pct,
@@ -403,7 +403,7 @@ def set_budget_limit(
     budget = state.budgets.get(budget_id)
     _require_open_month(state, budget["month"])
     spent = _spent(state, budget["category_id"], budget["month"])
-    limit = money(limit)
+    limit = max(money(limit), 0.01)  # as in create_budget
     _require_limit_covers(budget["month"], state.categories.get(budget["category_id"])["name"], limit, spent)
     previous = budget["limit"]
     budget = state.budgets.update(budget_id, limit=limit,

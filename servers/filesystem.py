@@ -399,7 +399,7 @@ def _quota_view(user: Record) -> dict[str, Any]:
 
 
 def _human(size: int) -> str:
-    value = float(size)
+    value = float(min(size, 2**80))  # float() of a huge int overflows; no real size is near 2**80
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
@@ -1549,6 +1549,9 @@ def truncate_file(
     content = _text_of(loc)
     _require_access(_user(state), loc.node, "w", loc.path)
     raw = content.encode()
+    require(size <= MAX_TEXT_FILE_BYTES, f"{loc.path} would be {_human(size)}; text files are limited to "
+            f"{_human(MAX_TEXT_FILE_BYTES)}", reason="FILE_TOO_LARGE", error=ResourceExhausted, path=loc.path,
+            size=size, limit=MAX_TEXT_FILE_BYTES)  # before padding: a huge size would allocate all of it
     updated = raw[:size].decode(errors="ignore") if size <= len(raw) else content + "\x00" * (size - len(raw))
     return _entry(_set_text(state, loc, updated), loc.path)
 

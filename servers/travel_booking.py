@@ -1280,7 +1280,10 @@ def add_traveller(
     passport_country: Annotated[str | None, Field(pattern=r"^[A-Z]{2}$", description="Issuing country, ISO code "
                                                                                      "such as US.")] = None,
     passport_expiry: Annotated[str | None, Field(pattern=ISO_DATE, description="Passport expiry, YYYY-MM-DD.")] = None,
-    email: Annotated[str | None, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", description="E-mail address.")] = None,
+    # The addresses ^[^@\s]+@[^@\s]+\.[^@\s]+$ accepts, matched in linear time (that form backtracks with the
+    # square of the length): the domain is split at its first dot after the first character.
+    email: Annotated[str | None, Field(pattern=r"^[^@\s]+@[^@\s][^@\s.]*\.[^@\s]+$",
+                                       description="E-mail address.")] = None,
 ) -> dict:
     """Save a traveller on the member's profile so they can be booked. A passport needs number,
     country and expiry together. Returns the traveller (traveller_id). Fails with

@@ -1,0 +1,358 @@
+"""``prove eval``: the evaluator contract (component kind ``evaluators``), results and reports.
+
+An **evaluator** plays a policy (a model client, ``prove_core.policies``) on a benchmark and
+yields one ``Outcome`` per task::
+
+    @attrs.frozen
+    class Config:                         # its [[eval.benchmarks]] options, with defaults
+        limit: int | None = None
+
+    class MyBenchmark:
+        name = "my_benchmark"
+        Config = Config
+        def __init__(self, config): self.config = config
+        def evaluate(self, policy, context): # -> Iterator[Outcome]
+            for task in ...:
+                if context.wanted(task.id):   # resume: skip tasks already scored
+                    begin_episode(policy, reference)   # lets the oracle replay the ground truth
+                    ...
+                    yield Outcome(task_id=..., category=..., success=...)
+
+Outcomes go to ``<run_dir>/eval/results/<model>__<benchmark>.jsonl`` as they come (an
+interrupted run resumes where it stopped); the report (``report.json``, ``report.md``, one PNG per
+benchmark) compares every model side by side per benchmark and category, with the number of
+tasks and a Wilson confidence interval of each success rate. The bundled evaluators are
+``prove`` (held-out synthesized tasks), ``bfcl`` (BFCL v4 multi-turn, scored by BFCL's checker)
+and ``tau2`` (τ²-bench, scored by τ²'s evaluator); see docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import attrs
+import structlog
+
+from prove_core.errors import ConfigError, UnknownComponent
+from prove_core.model import JsonlWriter, read_jsonl
+from prove_core.rollout import Policy, PolicyTurn
+
+log = structlog.get_logger()
+
+ALL = "all"  # the category that pools every task of a benchmark
+
+
+# -- results -------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """One task played by one model. ``success`` is the benchmark's verdict (BFCL's checker, τ²'s
+    reward of 1, PROVE's task success); ``score`` a graded value where the benchmark has one;
+    ``metrics`` numbers averaged per category in the report (reward components, calls per task);
+    ``details`` what explains the verdict (kept in the results file, not averaged)."""
+
+    task_id: str
+    category: str
+    success: bool
+    score: float | None = None
+    metrics: dict[str, float] = attrs.field(factory=dict)
+    details: dict[str, Any] = attrs.field(factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "category": self.category, "success": self.success, "score": self.score,
+                "metrics": self.metrics, "details": self.details}
+
+
+@attrs.frozen(kw_only=True)
+class Reference:
+    """The reference solution of a task as assistant turns: ``turns[k]`` are the turns that answer
+    user turn ``k``, in order. Scripted baselines (the oracle, the spammer) play from it."""
+
+    turns: tuple[tuple[PolicyTurn, ...], ...] = attrs.field(converter=lambda ts: tuple(tuple(t) for t in ts))
+
+    @property
+    def calls(self) -> list[Any]:
+        return [a for turn in self.turns for step in turn for a in step.attempts]
+
+
+def begin_episode(policy: Policy, reference: Reference | None) -> None:
+    """Tell a policy that a new task starts (only reference-aware policies listen)."""
+    begin = getattr(policy, "begin", None)
+    if callable(begin):
+        begin(reference)
+
+
+@attrs.define(kw_only=True)
+class EvalContext:
+    """What an evaluator gets besides the policy."""
+
+    registry: Any
+    experiment: Any
+    out_dir: Path  # a folder of the benchmark's own (splits, transcripts)
+    model: str
+    wanted: Callable[[str], bool] = lambda task_id: True
+    echo: Callable[[str], None] = lambda _line: None
+
+
+class Evaluator(Protocol):
+    name: ClassVar[str]
+    Config: ClassVar[type]
+
+    def evaluate(self, policy: Policy, context: EvalContext) -> Iterator[Outcome]: ...
+
+
+# -- statistics ------------------------------------------------------------------------------------------
+
+
+def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a success rate (well-behaved at 0%, 100% and small n)."""
+    if n == 0:
+        return (0.0, 1.0)
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact ends where rounding would blur them
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+def summarize(outcomes: Sequence[Mapping[str, Any]], confidence: float) -> dict[str, Any]:
+    """Success rate with its interval, mean score and mean of every metric over ``outcomes``."""
+    n = len(outcomes)
+    successes = sum(1 for o in outcomes if o["success"])
+    low, high = wilson(successes, n, confidence)
+    scores = [o["score"] for o in outcomes if o.get("score") is not None]
+    metrics: dict[str, list[float]] = defaultdict(list)
+    for o in outcomes:
+        for key, value in (o.get("metrics") or {}).items():
+            if value is not None and math.isfinite(value):
+                metrics[key].append(float(value))
+    return {"n": n, "successes": successes, "rate": successes / n if n else 0.0, "ci": [low, high],
+            "score": sum(scores) / len(scores) if scores else None,
+            "metrics": {k: sum(v) / len(v) for k, v in sorted(metrics.items())}}
+
+
+# -- running ---------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class _Planned:
+    model: Any  # ModelConfig
+    policy: Any
+    benchmark: str  # the label results and reports use
+    evaluator: Any
+
+
+def _plan(settings: Any, registry: Any) -> list[_Planned]:
+    """Phase 2 of ``[eval]``: every model client and evaluator built before anything runs, so a
+    typo fails in a second, not after the first model finished."""
+    from prove_core.policies import build_policy
+    from prove_core.reward import instantiate
+
+    problems: list[str] = []
+    policies = {}
+    for i, model in enumerate(settings.models):
+        try:
+            policies[model.name] = build_policy(model, registry, path=f"$.eval.models[{i}]")
+        except ConfigError as exc:
+            problems.extend(line.strip() for line in str(exc).splitlines()[1:] or [str(exc)])
+    evaluators = {}
+    for i, bench in enumerate(settings.benchmarks):
+        where = f"$.eval.benchmarks[{i}]"
+        try:
+            cls = registry.load("evaluators", bench.name)
+        except UnknownComponent as exc:
+            problems.append(f"{where}.name: {exc}")
+            continue
+        try:
+            evaluators[bench.label or bench.name] = instantiate(cls, bench.options, path=f"{where}.options")
+        except ConfigError as exc:
+            problems.extend(line.strip() for line in str(exc).splitlines()[1:] or [str(exc)])
+    for kind, names in (("model", [m.name for m in settings.models]),
+                        ("benchmark", [b.label or b.name for b in settings.benchmarks])):
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(f"$.eval: {kind} {name!r} is listed more than once (give one a different name/label)")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    return [_Planned(model=m, policy=policies[m.name], benchmark=label, evaluator=ev)
+            for m in settings.models for label, ev in evaluators.items()]
+
+
+def results_path(out_dir: Path, model: str, benchmark: str) -> Path:
+    return out_dir / "results" / f"{_slug(model)}__{_slug(benchmark)}.jsonl"
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every model on every benchmark of ``experiment.eval`` and write the report."""
+    settings = experiment.eval
+    if settings is None:
+        raise ConfigError("$.eval: `prove eval` needs an [eval] section with [[eval.models]] and [[eval.benchmarks]]")
+    out_dir = Path(settings.output) if settings.output else experiment.run_dir / "eval"
+    planned = _plan(settings, plugins.registry)
+    for item in planned:
+        path = results_path(out_dir, item.model.name, item.benchmark)
+        with JsonlWriter(path, key="task_id") as writer:
+            done_before = len(writer.seen)
+            context = EvalContext(registry=plugins.registry, experiment=experiment, model=item.model.name,
+                                  out_dir=out_dir / "benchmarks" / _slug(item.benchmark),
+                                  wanted=lambda task_id, w=writer: task_id not in w, echo=echo)
+            context.out_dir.mkdir(parents=True, exist_ok=True)
+            played = passed = 0
+            for outcome in item.evaluator.evaluate(item.policy, context):
+                if writer.write(outcome.to_json()):
+                    played += 1
+                    passed += outcome.success
+                    if played % 50 == 0:
+                        echo(f"  {item.model.name} on {item.benchmark}: {played} tasks so far ({passed} succeeded)")
+            echo(f"eval {item.model.name} on {item.benchmark}: {played} tasks played ({passed} succeeded)"
+                 + (f", {done_before} from an earlier run" if done_before else ""))
+    report = build_report(out_dir, models=[m.name for m in settings.models],
+                          benchmarks=[b.label or b.name for b in settings.benchmarks], confidence=settings.confidence)
+    write_report(report, out_dir, plots=settings.plots)
+    for line in overview(report):
+        echo(line)
+    echo(f"report: {out_dir / 'report.md'}")
+    return report
+
+
+# -- reports ---------------------------------------------------------------------------------------------
+
+
+def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[str], confidence: float = 0.95) -> dict[str, Any]:
+    """Per benchmark, per category (and ``all``), per model: n, successes, rate, CI, metrics."""
+    report: dict[str, Any] = {"confidence": confidence, "models": list(models), "benchmarks": {}}
+    for bench in benchmarks:
+        per_model: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        categories: list[str] = []
+        for model in models:
+            by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for record in read_jsonl(results_path(out_dir, model, bench)):
+                by_category[record["category"]].append(record)
+                if record["category"] not in categories:
+                    categories.append(record["category"])
+            per_model[model] = by_category
+        table: dict[str, dict[str, Any]] = {}
+        for category in [*categories, ALL]:
+            table[category] = {}
+            for model in models:
+                outcomes = (per_model[model].get(category, []) if category != ALL
+                            else [o for c in categories for o in per_model[model].get(c, [])])
+                table[category][model] = summarize(outcomes, confidence)
+        report["benchmarks"][bench] = {"categories": [*categories, ALL], "results": table}
+    return report
+
+
+def overview(report: Mapping[str, Any]) -> Iterator[str]:
+    for bench, data in report["benchmarks"].items():
+        for model in report["models"]:
+            cell = data["results"][ALL][model]
+            low, high = cell["ci"]
+            yield (f"  {bench:<14} {model:<20} {100 * cell['rate']:6.1f}%  [{100 * low:.1f}, {100 * high:.1f}]  "
+                   f"n={cell['n']}")
+
+
+def _percent(cell: Mapping[str, Any]) -> str:
+    if not cell["n"]:
+        return "–"
+    low, high = cell["ci"]
+    return f"{100 * cell['rate']:.1f} [{100 * low:.1f}, {100 * high:.1f}] (n={cell['n']})"
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    models = report["models"]
+    conf = f"{100 * report['confidence']:.0f}%"
+    lines = ["# Evaluation report", "",
+             f"Success rate in % with its {conf} Wilson interval and the number of tasks, per benchmark and "
+             f"category; Δ is the difference to `{models[0]}` in points.", ""]
+    for bench, data in report["benchmarks"].items():
+        lines += [f"## {bench}", ""]
+        header = ["category", *models, *(f"Δ {m}" for m in models[1:])]
+        lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        for category in data["categories"]:
+            row = data["results"][category]
+            base = row[models[0]]
+            deltas = [f"{100 * (row[m]['rate'] - base['rate']):+.1f}" if row[m]["n"] and base["n"] else "–"
+                      for m in models[1:]]
+            name = f"**{category}**" if category == ALL else category
+            lines.append("| " + " | ".join([name, *(_percent(row[m]) for m in models), *deltas]) + " |")
+        lines.append("")
+        metric_names = sorted({k for row in data["results"].values() for cell in row.values() for k in cell["metrics"]})
+        scored = any(cell["score"] is not None for row in data["results"].values() for cell in row.values())
+        if scored:
+            metric_names = ["score", *metric_names]
+        if metric_names:
+            lines += [f"Means per task ({bench}):", "",
+                      "| model | category | " + " | ".join(metric_names) + " |", "|" + " --- |" * (len(metric_names) + 2)]
+            for model in models:
+                for category in data["categories"]:
+                    cell = data["results"][category][model]
+                    if not cell["n"]:
+                        continue
+                    values = [cell["score"] if name == "score" else cell["metrics"].get(name) for name in metric_names]
+                    lines.append(f"| {model} | {category} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in values) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(report: Mapping[str, Any], out_dir: Path, *, plots: bool = True) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    (out_dir / "report.md").write_text(markdown(report))
+    written = [out_dir / "report.json", out_dir / "report.md"]
+    if plots:
+        written += plot(report, out_dir)
+    return written
+
+
+def plot(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """One PNG per benchmark: success rate per category, one bar per model, interval whiskers."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed: no plots")
+        return []
+    models = report["models"]
+    paths = []
+    for bench, data in report["benchmarks"].items():
+        categories = data["categories"]
+        width = 0.8 / max(1, len(models))
+        fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(categories) * max(1, len(models)) ** 0.5 + 2), 3.6))
+        for i, model in enumerate(models):
+            cells = [data["results"][c][model] for c in categories]
+            rates = [100 * c["rate"] for c in cells]
+            errors = [[max(0.0, 100 * (c["rate"] - c["ci"][0])) for c in cells],
+                      [max(0.0, 100 * (c["ci"][1] - c["rate"])) for c in cells]]
+            xs = [j + (i - (len(models) - 1) / 2) * width for j in range(len(categories))]
+            ax.bar(xs, rates, width=width, yerr=errors, capsize=3, label=model)
+        ax.set_xticks(range(len(categories)))
+        ax.set_xticklabels([f"{c}\n(n={max(data['results'][c][m]['n'] for m in models)})" for c in categories])
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("success rate (%)")
+        ax.set_title(f"{bench}: success rate, {100 * report['confidence']:.0f}% Wilson interval")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out_dir / f"{_slug(bench)}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def outcomes_of(out_dir: Path, model: str, benchmark: str) -> list[dict[str, Any]]:
+    """The recorded outcomes of one model on one benchmark."""
+    return list(read_jsonl(results_path(out_dir, model, benchmark)))

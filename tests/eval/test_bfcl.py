@@ -1,0 +1,141 @@
+"""BFCL v4 multi-turn through BFCL's own checker: the oracle scores 100%, no-call 0%; BFCL's
+backends are PROVE servers whose results are what BFCL's executor shows a model."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prove_core.config import ModelConfig
+from prove_core.evaluation import EvalContext, Reference
+from prove_core.model import ToolCall
+from prove_core.policies import OracleConfig, OraclePolicy, build_policy
+from prove_core.rollout import PolicyTurn
+from prove_core.runtime import ServerRuntime
+
+SUBSET = 6  # entries per category in these tests; `prove eval --benchmark bfcl` runs all 800
+
+
+def _run(plugins, policy, **options):
+    from prove_plugins.eval_bfcl import Bfcl, BfclConfig
+
+    context = EvalContext(registry=plugins.registry, experiment=None, out_dir=Path("."), model="m")
+    return list(Bfcl(BfclConfig(**{"limit": SUBSET, **options})).evaluate(policy, context))
+
+
+def test_oracle_scores_100_and_no_call_0_through_bfcls_checker(bfcl, plugins):
+    oracle = _run(plugins, OraclePolicy(OracleConfig()))
+    assert len(oracle) == 4 * SUBSET and {o.category for o in oracle} == set(bfcl.CATEGORIES)
+    assert all(o.success for o in oracle), [(o.task_id, o.details.get("error_message")) for o in oracle if not o.success]
+    nothing = _run(plugins, build_policy(ModelConfig(name="n", client="no_call"), plugins.registry))
+    assert not any(o.success for o in nothing)
+    assert {o.details["error_type"] for o in nothing} == {"multi_turn:empty_turn_model_response"}
+    spam = _run(plugins, build_policy(ModelConfig(name="s", client="spammer"), plugins.registry), categories=["base"])
+    assert not any(o.success for o in spam) and all(o.metrics["calls"] > o.metrics["ground_truth_calls"] for o in spam)
+
+
+class WrongArgument(OraclePolicy):
+    """The oracle with one argument value changed in the last call of the first turn."""
+
+    def begin(self, reference):
+        first, *rest = reference.turns
+        call = first[-1].attempts[-1]
+        args = {k: (v + "_x" if isinstance(v, str) else v) for k, v in call.arguments.items()}
+        changed = PolicyTurn(attempts=[*first[-1].attempts[:-1], ToolCall(id=call.id, name=call.name, arguments=args)])
+        super().begin(Reference(turns=[[*first[:-1], changed], *rest]))
+
+
+def test_the_checker_fails_a_wrong_state_and_checks_are_kept_apart(bfcl, plugins):
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+
+    wrong = _run(plugins, WrongArgument(OracleConfig()), categories=["base"])
+    assert not all(o.success for o in wrong)
+    assert {o.details["error_type"] for o in wrong if not o.success} <= {
+        "multi_turn:instance_state_mismatch", "multi_turn:execution_response_mismatch"}
+    assert not [k for k in vars(multi_turn_utils) if k.startswith("prove_")]  # checker instances cleared
+    again = _run(plugins, OraclePolicy(OracleConfig()), categories=["base"])
+    assert all(o.success for o in again)  # the same entries after a failed run: nothing left behind
+
+
+def test_force_terminated_when_a_turn_runs_past_bfcls_step_limit(bfcl, plugins):
+    from bfcl_eval.constants.default_prompts import MAXIMUM_STEP_LIMIT
+
+    from prove_plugins.eval_bfcl import MAXIMUM_STEP_LIMIT as OURS
+
+    assert OURS == MAXIMUM_STEP_LIMIT
+    spammer = build_policy(ModelConfig(name="s", client="spammer", options={"turns": 100, "calls_per_turn": 1}),
+                           plugins.registry)
+    outcome = _run(plugins, spammer, categories=["base"], limit=1)[0]
+    assert outcome.details["error_type"] == "multi_turn:force_terminated" and outcome.metrics["steps"] == OURS + 1
+
+
+def test_results_are_rendered_as_bfcls_executor_renders_them(bfcl):
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+
+    from prove_plugins.eval_bfcl import render
+
+    entry = bfcl.entries("base")[0]
+    calls = ["ls()", "cd(folder='document')", "cd(folder='nowhere')", "mkdir(dir_name='temp')", "pwd()",
+             "mv(source='nothing.txt', destination='temp')", "get_user_stats(username='nobody')"]
+    theirs, _ = execute_multi_turn_func_call(calls, entry["initial_config"], entry["involved_classes"],
+                                             "prove_render_test", entry["id"])
+    runtimes = {c: ServerRuntime(getattr(bfcl, bfcl.CLASS_TO_SERVER[c]), seed=0) for c in entry["involved_classes"]}
+    routes = {tool: rt for rt in runtimes.values() for tool in rt.server.tools}
+    ours = []
+    for text in calls:
+        name, args = bfcl.parse_call(text, entry["involved_classes"])
+        ours.append(render(routes[name].call("s", name, args)))
+    assert ours == theirs
+
+
+def test_ground_truth_calls_parse_positional_arguments_by_signature(bfcl):
+    assert bfcl.parse_call("sort('final_report.pdf')", ["GorillaFileSystem"]) == ("sort", {"file_name": "final_report.pdf"})
+    assert bfcl.parse_call("cd(folder='a')") == ("cd", {"folder": "a"})
+    with pytest.raises(ValueError):
+        bfcl.parse_call("x.y(1)")
+
+
+def test_backends_are_prove_servers_seeded_by_entry(bfcl):
+    from prove_core.testing import audit
+
+    fs = bfcl.bfcl_gorilla_file_system
+    base = ServerRuntime(fs, seed=0)
+    long = ServerRuntime(fs, seed=0, options=bfcl.BfclOptions(category="long_context"))
+    assert base.state_hash(base.new_session()) != long.state_hash(long.new_session())
+    first = bfcl.entries("base")[0]["initial_config"]["GorillaFileSystem"]["root"]
+    listed = base.call("x", "ls", {}).data["current_directory_content"]
+    assert sorted(listed) == sorted(next(iter(first.values()))["contents"])
+    report = audit(fs)  # examples replay BFCL's ground truth up to each tool's first call
+    assert report.ok, [(c.name, c.detail) for c in report.checks if not c.ok]
+    assert fs.tools["ls"].spec.annotations.read_only and not fs.tools["mkdir"].spec.annotations.read_only
+
+
+def test_benchmark_servers_are_listed_through_the_entry_point_and_can_be_left_out(bfcl, tau2):
+    def names(**env):
+        proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "plugins", "--json"],
+                              capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert not data["failures"]
+        return {c["name"] for c in data["components"] if c["kind"] == "server"}
+
+    listed = names()
+    assert {"bfcl_gorilla_file_system", "bfcl_vehicle_control", "tau2_airline", "tau2_mock"} <= listed
+    assert not any(n.startswith(("bfcl_", "tau2_")) for n in names(PROVE_BLOCK_PLUGINS="benchmarks"))
+
+
+def test_prove_eval_cli_writes_the_report(bfcl, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "eval", "--benchmark", "bfcl", "--model", "oracle",
+                           "--model", "no_call", "--limit", "2", "--out", str(tmp_path), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    cells = report["benchmarks"]["bfcl"]["results"]["all"]
+    assert (cells["oracle"]["rate"], cells["oracle"]["n"], cells["no_call"]["rate"]) == (1.0, 8, 0.0)
+    assert (tmp_path / "bfcl.png").is_file() and "| **all** | 100.0" in (tmp_path / "report.md").read_text()
+    bad = subprocess.run([sys.executable, "-m", "prove_core.cli", "eval", "--benchmark", "bfcl"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: nothing to evaluate")

@@ -1,0 +1,158 @@
+"""The evaluation contract: statistics, reports, config, model clients, resume."""
+
+import json
+import types
+
+import attrs
+import pytest
+
+from prove_core import hookimpl
+from prove_core.config import ModelConfig
+from prove_core.errors import ConfigError, ProveError
+from prove_core.evaluation import Outcome, Reference, build_report, markdown, run_evaluation, wilson, write_report
+from prove_core.model import JsonlWriter, ToolCall
+from prove_core.parsing import ParseFailure
+from prove_core.plugins import Plugins
+from prove_core.policies import OpenAIConfig, OpenAIPolicy, build_policy
+from prove_core.rollout import PolicyTurn
+from tests.eval.conftest import eval_experiment, message
+
+
+def test_wilson_interval_matches_known_values():
+    low, high = wilson(5, 10)
+    assert (round(low, 4), round(high, 4)) == (0.2366, 0.7634)
+    assert wilson(0, 10)[0] == 0.0 and round(wilson(0, 10)[1], 4) == 0.2775
+    assert wilson(10, 10)[1] == 1.0 and round(wilson(10, 10)[0], 4) == 0.7225
+    assert wilson(0, 0) == (0.0, 1.0)
+    assert wilson(50, 100, 0.99)[0] < wilson(50, 100, 0.9)[0]  # a wider interval at higher confidence
+
+
+def _results(out, model, bench, outcomes):
+    from prove_core.evaluation import results_path
+
+    with JsonlWriter(results_path(out, model, bench), key="task_id") as writer:
+        for o in outcomes:
+            writer.write(o.to_json())
+
+
+def test_report_compares_models_per_category_with_counts_intervals_and_plots(tmp_path):
+    base = [Outcome(task_id=f"t{i}", category="a" if i < 4 else "b", success=i % 2 == 0, metrics={"calls": 2.0})
+            for i in range(6)]
+    trained = [attrs.evolve(o, success=True, metrics={"calls": 1.0}) for o in base]
+    _results(tmp_path, "base", "bench", base)
+    _results(tmp_path, "trained", "bench", trained)
+    report = build_report(tmp_path, models=["base", "trained"], benchmarks=["bench"])
+    table = report["benchmarks"]["bench"]["results"]
+    assert report["benchmarks"]["bench"]["categories"] == ["a", "b", "all"]
+    assert table["a"]["base"]["n"] == 4 and table["a"]["base"]["successes"] == 2
+    assert table["all"]["trained"]["rate"] == 1.0 and table["all"]["trained"]["ci"] == list(wilson(6, 6))
+    assert table["all"]["base"]["metrics"]["calls"] == 2.0
+    text = markdown(report)
+    assert "| a | 50.0 [15.0, 85.0] (n=4) | 100.0 [51.0, 100.0] (n=4) | +50.0 |" in text
+    paths = write_report(report, tmp_path)
+    assert {p.name for p in paths} == {"report.json", "report.md", "bench.png"}
+    assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "report.json").read_text())["models"] == ["base", "trained"]
+
+
+def test_scripted_baselines_play_the_reference_by_user_turn():
+    registry = Plugins().load(autoload=False).registry
+    oracle = build_policy(ModelConfig(name="o", client="oracle"), registry)
+    call = ToolCall(id="c1", name="find", arguments={"q": 1})
+    oracle.begin(Reference(turns=[[PolicyTurn(attempts=[call]), PolicyTurn(content="found")], []]))
+    conversation = [{"role": "user", "content": "hi"}]
+    assert oracle.respond(conversation, []).attempts == (call,)
+    conversation.append({"role": "assistant", "content": None})
+    assert oracle.respond(conversation, []).content == "found"
+    conversation += [{"role": "assistant", "content": "found"}, {"role": "user", "content": "and?"}]
+    assert oracle.respond(conversation, []) == PolicyTurn(content="Done.")
+    spammer = build_policy(ModelConfig(name="s", client="spammer", options={"calls_per_turn": 4}), registry)
+    spammer.begin(Reference(turns=[[PolicyTurn(attempts=[call])]]))
+    turn = spammer.respond([{"role": "user", "content": "hi"}], [])
+    assert [a.name for a in turn.attempts] == ["find"] * 4 and len({a.id for a in turn.attempts}) == 4
+    tools = [{"type": "function", "function": {"name": "get", "parameters": {
+        "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}, "required": ["n", "s"]}}}]
+    spammer.begin(None)
+    assert spammer.respond([{"role": "user", "content": "hi"}], tools).attempts[0].arguments == {"n": 1, "s": "x"}
+    no_call = build_policy(ModelConfig(name="n", client="no_call"), registry)
+    assert not no_call.respond([{"role": "user", "content": "hi"}], tools).attempts
+
+
+def test_model_and_benchmark_options_are_checked_with_paths(tmp_path):
+    plugins = Plugins().load(autoload=False)
+    bad = eval_experiment(tmp_path, models=[{"name": "m", "client": "oracel"},
+                                            {"name": "x", "client": "openai", "options": {"temprature": 0}}],
+                          benchmarks=[{"name": "bfcl", "options": {"categories": ["nope"]}}, {"name": "nope"}])
+    with pytest.raises(ConfigError) as info:
+        run_evaluation(bad, plugins)
+    text = str(info.value)
+    assert "$.eval.models[0].client: unknown model client 'oracel'" in text
+    assert "$.eval.models[1].options" in text and "temprature" in text
+    assert "$.eval.benchmarks[0].options" in text and "categories" in text
+    assert "$.eval.benchmarks[1].name: no evaluator named 'nope'" in text
+    with pytest.raises(ConfigError, match=r"\$\.eval: 'confidence' must be < 1"):
+        eval_experiment(tmp_path, models=[{"name": "m", "client": "oracle"}], benchmarks=[{"name": "bfcl"}], confidence=2)
+
+
+class _Counting:
+    """A third-party evaluator: three tasks, the odd ones succeed."""
+
+    name = "counting"
+
+    @attrs.frozen
+    class Config:
+        tasks: int = 3
+
+    def __init__(self, config):
+        self.config = config
+        self.played = []
+
+    def evaluate(self, policy, context):
+        for i in range(self.config.tasks):
+            task_id = f"t{i}"
+            if context.wanted(task_id):
+                self.played.append(task_id)
+                yield Outcome(task_id=task_id, category="only", success=i % 2 == 1, score=float(i))
+
+
+def test_a_registered_evaluator_runs_and_an_interrupted_run_resumes(tmp_path):
+    plugins = Plugins().load(autoload=False)
+    plugin = types.SimpleNamespace(prove_register_evaluators=hookimpl(lambda register: register(_Counting)))
+    plugins.add(plugin, name="counting-plugin")
+    experiment = eval_experiment(tmp_path, models=[{"name": "m", "client": "no_call"}],
+                                 benchmarks=[{"name": "counting"}])
+    lines = []
+    report = run_evaluation(experiment, plugins, echo=lines.append)
+    cell = report["benchmarks"]["counting"]["results"]["all"]["m"]
+    assert (cell["n"], cell["successes"], cell["score"]) == (3, 1, 1.0)
+    again = run_evaluation(experiment, plugins, echo=lines.append)
+    assert again["benchmarks"]["counting"]["results"]["all"]["m"]["n"] == 3
+    assert any("0 tasks played" in line and "3 from an earlier run" in line for line in lines)
+
+
+def test_openai_client_sends_tools_and_decodes_tool_calls(endpoint, monkeypatch):
+    url, handler = endpoint
+    monkeypatch.setenv("PROVE_TEST_KEY", "sekret")
+    registry = Plugins().load(autoload=False).registry
+    handler.replies = [
+        (200, message(content=None, tool_calls=[
+            {"id": "a", "type": "function", "function": {"name": "get_balance", "arguments": '{"account_id": "acc_1"}'}},
+            {"id": "b", "type": "function", "function": {"name": "broken", "arguments": "{not json"}}])),
+        (200, message(content='<tool_call>{"name": "ls", "arguments": {}}</tool_call>')),
+        (500, {"error": "overloaded"}), (200, message(content="All done.")),
+    ]
+    policy = OpenAIPolicy(OpenAIConfig(base_url=url, model="qwen", api_key_env="PROVE_TEST_KEY", retries=1,
+                                       extra_body={"top_p": 0.9}), name="q", registry=registry)
+    tools = [{"type": "function", "function": {"name": "get_balance", "parameters": {"type": "object"}}}]
+    turn = policy.respond([{"role": "user", "content": "balance?"}], tools)
+    assert turn.attempts[0] == ToolCall(id="a", name="get_balance", arguments={"account_id": "acc_1"})
+    assert isinstance(turn.attempts[1], ParseFailure) and turn.attempts[1].kind == "bad_arguments"
+    sent = handler.requests[0]
+    assert sent["path"] == "/v1/chat/completions" and sent["auth"] == "Bearer sekret"
+    assert sent["body"]["tools"] == tools and sent["body"]["model"] == "qwen" and sent["body"]["top_p"] == 0.9
+    hermes = OpenAIPolicy(OpenAIConfig(base_url=url, parser="hermes", retries=1), registry=registry)
+    assert hermes.respond([{"role": "user", "content": "ls"}], []).attempts[0].name == "ls"
+    assert policy.respond([{"role": "user", "content": "thanks"}], []).content == "All done."  # after one retry
+    handler.replies = [(400, {"error": "bad request"})]
+    with pytest.raises(ProveError, match="HTTP 400"):
+        policy.respond([{"role": "user", "content": "x"}], [])

@@ -1,0 +1,104 @@
+"""Interrupted work: `prove synth` SIGKILLed at random points — before it writes anything, at
+random progress points of the corpus, the whole process group or the parent alone — and then run
+to completion loses and duplicates nothing: the corpus and the drop log equal an uninterrupted
+run's, record for record. (tests/synth/test_pipeline.py kills once, at a fixed point.)
+
+Resuming a killed training run is the training backend's to test, not this suite's.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from prove_core.model import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = 120
+ENV = {**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def config(where: Path, name: str, cache: Path) -> Path:
+    path = where / f"{name}.toml"
+    path.write_text(f'name = "{name}"\noutput_dir = "{where}"\n[[servers]]\nname = "banking"\n[[servers]]\n'
+                    f'name = "shopping"\n[synth]\nexamples = {EXAMPLES}\nworkers = 2\nplots = false\n'
+                    f'cache_dir = "{cache}"\n')
+    return path
+
+
+def synth(path: Path) -> subprocess.Popen:
+    # Its own process group, so a kill can take the fork pool's workers with it.
+    return subprocess.Popen([sys.executable, "-m", "prove_core.cli", "synth", str(path), "--no-progress"], env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def gone(pgid: int, timeout: float = 10.0) -> bool:
+    """True once no process of the group is left (orphaned pool workers exit on their own)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_synth_killed_at_random_points_loses_and_duplicates_nothing(tmp_path):
+    rng = random.Random(20261122)  # fixed, so a failure reproduces; the points are spread, not hand-picked
+    cache = tmp_path / "cache"
+    fresh = config(tmp_path, "fresh", cache)
+    subprocess.run([sys.executable, "-m", "prove_core.cli", "synth", str(fresh), "--no-progress"], env=ENV,
+                   check=True, capture_output=True)
+    want_corpus = list(read_jsonl(tmp_path / "fresh" / "synth" / "corpus.jsonl"))
+    want_drops = list(read_jsonl(tmp_path / "fresh" / "synth" / "drops.jsonl"))
+    total = len(want_corpus)
+
+    killed = config(tmp_path, "killed", cache)
+    corpus, drops = tmp_path / "killed" / "synth" / "corpus.jsonl", tmp_path / "killed" / "synth" / "drops.jsonl"
+    points = [("seconds", rng.uniform(0.05, 0.4))] + [("lines", n) for n in sorted(rng.sample(range(1, total), 3))]
+    progress = []
+    for kind, at in points:
+        proc = synth(killed)
+        started = time.time()
+        while proc.poll() is None and time.time() - started < 60:
+            if (kind == "seconds" and time.time() - started >= at) or (kind == "lines" and lines(corpus) >= at):
+                break
+            time.sleep(0.005)
+        whole_group = rng.random() < 0.5
+        if proc.poll() is None:
+            if whole_group:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if not gone(proc.pid):  # a leftover worker would keep writing into the next run's files
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail("a killed run left pool workers behind")
+        kept = [r["id"] for r in read_jsonl(corpus)]
+        assert len(kept) == len(set(kept))
+        progress.append(len(kept))
+    print("corpus records after each kill:", progress, "of", total)
+    assert progress == sorted(progress) and progress[-1] < total  # never lost what was written; not done yet
+
+    subprocess.run([sys.executable, "-m", "prove_core.cli", "synth", str(killed), "--no-progress"], env=ENV,
+                   check=True, capture_output=True)
+    got_corpus, got_drops = list(read_jsonl(corpus)), list(read_jsonl(drops))
+    assert len({r["id"] for r in got_corpus}) == len(got_corpus)
+    assert len({r["id"] for r in got_drops}) == len(got_drops)
+    assert got_corpus == want_corpus
+    assert got_drops == want_drops
+    for export in ("trl.jsonl", "openrlhf.jsonl"):
+        assert lines(corpus.parent / export) == total
