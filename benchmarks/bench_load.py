@@ -398,7 +398,8 @@ def mcp_load(servers: Sequence[str], *, sessions: int, clients: int = 4, duratio
                                        max_calls=max_calls, seed=seed))
         rss = served.rss()
         dump = served.stop()
-        errors = server_errors(served.stderr())
+        log = served.stderr()
+        errors = server_errors(log)
     logs = {**(baseline.logs if baseline else {}), **loaded.logs}
     mismatches = replay_check(servers, logs, dump.get("hashes", {}), seed=seed)
     teardown = loaded.teardown + (baseline.teardown if baseline else [])
@@ -409,6 +410,8 @@ def mcp_load(servers: Sequence[str], *, sessions: int, clients: int = 4, duratio
               "served_rss_mib": round(rss / 2**20, 1), "dumped": bool(dump)}
     if baseline:
         report["baseline"] = baseline.summary()
+    if report["unhandled"] or teardown:
+        report["server_log_tail"] = log[-3000:]
     return report
 
 
@@ -453,14 +456,16 @@ def mcp_soak(servers: Sequence[str], *, rounds: int, sessions: int, calls: int =
             time.sleep(ttl * 1.5)
             rss.append(served.rss())
         dump = served.stop()
-        unhandled += server_errors(served.stderr())
+        log = served.stderr()
+        unhandled += server_errors(log)
     alive = max((len(v) for v in dump.get("hashes", {}).values()), default=0)
     if alive > bound:
         unhandled.append(f"{alive} sessions alive, over the bound of {bound}")
     return {"rounds": rounds, "sessions_per_round": sessions, "calls_per_session": calls, "max_sessions": bound,
             "rss_mib": [round(r / 2**20, 1) for r in rss], "live_sessions_at_end": alive,
             "unhandled": len(unhandled), "unhandled_examples": unhandled[:5],
-            "client_teardown_errors": len(teardown), "teardown_examples": teardown[:3]}
+            "client_teardown_errors": len(teardown), "teardown_examples": teardown[:3],
+            **({"server_log_tail": log[-3000:]} if unhandled or teardown else {})}
 
 
 def local_soak(servers: Sequence[str], *, rounds: int, sessions: int, calls: int = 4, ttl: float = 0.2,

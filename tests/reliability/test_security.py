@@ -164,7 +164,8 @@ def test_id_tricks_over_http_meta_and_header(served_banking_shopping):
         transport = StreamableHttpTransport(served.url, headers=served.headers)
         async with Client(transport) as client:
             async def balance(sid):
-                return (await client.call_tool_mcp("banking_get_balance", account, meta={"session_id": sid})).structured_content
+                result = await client.call_tool_mcp("banking_get_balance", account, meta={"session_id": sid})
+                return result.structured_content
 
             seed = await balance("fresh-x")
             await client.call_tool_mcp("banking_transfer_between_accounts", transfer, meta={"session_id": VICTIM})
@@ -173,12 +174,18 @@ def test_id_tricks_over_http_meta_and_header(served_banking_shopping):
             for trick in [t for t in TRICKS if t]:
                 got = await client.call_tool_mcp("banking_get_balance", account, meta={"session_id": trick})
                 assert got.structured_content == seed, repr(trick[:30])
-        ascii_tricks = ["victim-caf", "VICTIM-CAFE", "victim-cafe/../victim-cafe", "x" * 8_000]
-        for trick in ascii_tricks:  # the X-Prove-Session header (latin-1 only)
-            headers = {**served.headers, "X-Prove-Session": trick}
+        async def by_header(sid, name, args):  # the X-Prove-Session header (latin-1 text only)
+            headers = {**served.headers, "X-Prove-Session": sid}
             async with Client(StreamableHttpTransport(served.url, headers=headers)) as client:
-                got = await client.call_tool_mcp("banking_get_balance", account)
-                assert got.structured_content == seed and got.meta["session_id"] == trick
+                got = await client.call_tool_mcp(name, args)
+                assert got.meta["session_id"] == sid
+                return got.structured_content
+
+        await by_header("header-victim", "banking_transfer_between_accounts", transfer)
+        assert await by_header("header-victim", "banking_get_balance", account) == victim
+        for trick in ["header-victi", "HEADER-VICTIM", "header-victim/../header-victim", "./header-victim",
+                      "header-victim%20", "header_victim", "x" * 8_000 + "header-victim"]:
+            assert await by_header(trick, "banking_get_balance", account) == seed, trick[:30]
 
     asyncio.run(main())
 
