@@ -254,6 +254,30 @@ def reward_cmd(rollouts: str, config: str | None, out: str | None, parser: str |
                          f"(first: line {report['invalid'][0]['line']}: {report['invalid'][0]['error']})")
 
 
+@cli.command("train")
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+@click.option("--backend", default=None, help="Registered trainer to use (overrides [train].backend).")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="GRPO steps (overrides [train].steps).")
+def train_cmd(config: str | None, backend: str | None, steps: int | None) -> None:
+    """Multi-turn GRPO on live sessions with CONFIG's [train] section (docs/training.md).
+
+    Trains on <run_dir>/synth/corpus.jsonl (from `prove synth`) unless [train].corpus names
+    another; `--backend` picks any registered trainer (`prove plugins` lists them)."""
+    import attrs
+
+    from prove_core.config import TrainConfig, load_experiment
+    from prove_core.training import run_training
+
+    experiment = load_experiment(config)
+    settings = experiment.train or TrainConfig()
+    if steps is not None:
+        settings = attrs.evolve(settings, steps=steps)
+    experiment = attrs.evolve(experiment, train=settings)
+    summary = run_training(experiment, _plugins(), echo=click.echo, backend=backend)
+    if not summary["ok"]:
+        sys.exit(1)
+
+
 @cli.command("eval")
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--model", "models", multiple=True, metavar="CLIENT",

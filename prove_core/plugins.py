@@ -62,6 +62,7 @@ BUNDLED = (
     "prove_plugins.eval_prove",
     "prove_plugins.eval_bfcl",
     "prove_plugins.eval_tau2",
+    "prove_plugins.trainers",
 )
 AUTOLOAD_ENV = "PROVE_DISABLE_PLUGIN_AUTOLOAD"
 BLOCK_ENV = "PROVE_BLOCK_PLUGINS"

@@ -108,8 +108,16 @@ def _eval_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Ca
     return {"ok": played > 0, "tasks": played, "output": str(Path(out) / "report.json")}
 
 
+def _train_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
+    """Multi-turn GRPO with the configured backend (``[train]``; docs/training.md)."""
+    from prove_core.training import run_training
+
+    return run_training(experiment, plugins, echo=echo)
+
+
 STAGES: dict[str, Callable[..., dict[str, Any]]] = {"episode": _episode_stage, "synth": _synth_stage,
-                                                    "reward": _reward_stage, "eval": _eval_stage}
+                                                    "reward": _reward_stage, "eval": _eval_stage,
+                                                    "train": _train_stage}
 
 
 def run_experiment(source: str | Path | None, *, plugins: Any, echo: Callable[[str], None] = print) -> dict[str, Any]:

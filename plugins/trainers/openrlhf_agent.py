@@ -1,0 +1,155 @@
+"""PROVE episodes driven by OpenRLHF's multi-turn agent loop (``openrlhf.utils.agent``).
+
+OpenRLHF generates (vLLM) and calls the agent's ``reset`` once and ``step`` after every turn.
+``Episode`` turns that into a normal PROVE rollout: ``prove_core.rollout.rollout`` runs in a
+worker thread with a policy whose ``respond`` hands the conversation to OpenRLHF and waits for the
+model's text. So the episode plays exactly as in the ``trl`` backend and in evaluation: the first
+observation is the system prompt, the tools and the first user turn rendered with the model's
+chat template; every tool call is parsed from the model's text and executed on **this episode's
+own live session** (forked from the task's seed); the environment's feedback is the text the
+chat template adds after the model's turn (tool results, the next user turn); when the episode
+ends, the PROVE reward of the whole rollout is the step's reward.
+
+The generated ``agent.py`` of a run directory is a thin shim over this module; the run's
+``prove_setup.json`` says which tokenizer, parser, reward and servers to use.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+from prove_core.model import Example, from_json
+from prove_core.rollout import PolicyTurn, RolloutLimits, rollout
+
+
+@functools.lru_cache(maxsize=4)
+def setup(path: str) -> dict[str, Any]:
+    """The run's settings, plus the loaded tokenizer, parser, reward and environments (once per
+    process: every episode of an OpenRLHF engine shares them)."""
+    from transformers import AutoTokenizer
+
+    from prove_core.config import RewardConfig, structure
+    from prove_core.parsing import load_parser
+    from prove_core.plugins import get_plugins
+    from prove_core.reward import build_reward
+    from prove_core.training import Environments
+
+    data = json.loads(Path(path).read_text())
+    registry = get_plugins().registry
+    options = {name: structure(opts, registry.load("servers", name).options_type, path=f"$.servers.{name}.options")
+               for name, opts in data["server_options"].items()}
+    reward_cfg = structure(data["reward"], RewardConfig, path="$.reward") if data.get("reward") else None
+    return {
+        **data,
+        "tokenizer_object": AutoTokenizer.from_pretrained(data["tokenizer"]),
+        "parser_object": load_parser(registry, data["parser"]),
+        "reward_object": build_reward(reward_cfg, registry, server_options=options),
+        "environments": Environments(registry, options),
+        "limits_object": RolloutLimits(**data["limits"]),
+    }
+
+
+class _Handoff:
+    """A policy whose turns come from outside: ``respond`` publishes the conversation and waits."""
+
+    name = "openrlhf"
+
+    def __init__(self, parser: Any, events: queue.Queue) -> None:
+        self.parser = parser
+        self.events = events
+        self.actions: queue.Queue = queue.Queue()
+
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
+        from prove_core.parsing import safe_parse
+
+        self.events.put(("turn", list(messages), list(tools)))
+        text = self.actions.get()
+        if text is None:  # the episode was abandoned
+            raise _Abandoned
+        parsed = safe_parse(self.parser, text)
+        return PolicyTurn(content=parsed.content.strip(), attempts=parsed.attempts, raw=text)
+
+
+class _Abandoned(Exception):
+    pass
+
+
+class Episode:
+    """One OpenRLHF episode on its own live session (see the module docstring)."""
+
+    def __init__(self, setup_path: str, label: str) -> None:
+        self.setup = setup(str(setup_path))
+        record = json.loads(label)
+        self.example: Example = from_json(record["example"] if "example" in record else record, Example)
+        self.tokenizer = self.setup["tokenizer_object"]
+        self.events: queue.Queue = queue.Queue()
+        self.policy = _Handoff(self.setup["parser_object"], self.events)
+        self.messages: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+        self.turns = 0
+        self.result: Any = None
+        self._thread: threading.Thread | None = None
+
+    def _play(self) -> None:
+        env = self.setup["environments"](self.example.task)
+        try:
+            played = rollout(self.policy, self.example, env, limits=self.setup["limits_object"])
+        except _Abandoned:
+            return
+        except BaseException as exc:  # reported to the waiting step
+            self.events.put(("error", exc, None))
+            return
+        self.events.put(("done", played, None))
+
+    def _next(self) -> tuple[str, Any, Any]:
+        kind, a, b = self.events.get()
+        if kind == "error":
+            raise a
+        return kind, a, b
+
+    def start(self) -> str:
+        """Start the episode; returns the first observation (prompt with tools, generation header)."""
+        from prove_core.hf import render
+
+        self._thread = threading.Thread(target=self._play, daemon=True)
+        self._thread.start()
+        kind, messages, tools = self._next()
+        if kind == "done":  # no user turn at all
+            self.result = messages
+            return ""
+        self.messages, self.tools = messages, tools
+        return render(self.tokenizer, messages, tools, add_generation_prompt=True)
+
+    def act(self, action_text: str, *, closed: bool = True) -> tuple[str, bool, float, dict[str, float]]:
+        """The model's turn in; ``(environment feedback, done, reward, logs)`` out. ``closed``:
+        the model ended its turn itself (False when generation stopped at the token limit)."""
+        from prove_core.hf import continuation
+
+        if self.result is not None:
+            return "", True, self._reward()[0], self._reward()[1]
+        seen = len(self.messages)
+        self.turns += 1
+        self.policy.actions.put(action_text)
+        kind, messages, tools = self._next()
+        if kind == "done":
+            self.result = messages
+            total, logs = self._reward()
+            return "", True, total, logs
+        feedback = continuation(self.tokenizer, messages, seen, tools, closed=closed)
+        self.messages, self.tools = messages, tools
+        return feedback, False, 0.0, {}
+
+    def _reward(self) -> tuple[float, dict[str, float]]:
+        scored = self.setup["reward_object"].score(self.result.rollout)
+        logs = {f"prove/{name}": s.value for name, s in scored.scores.items() if s.applies}
+        logs["prove/calls"] = float(len(self.result.rollout.calls))
+        return scored.total, logs
+
+    def close(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self.policy.actions.put(None)

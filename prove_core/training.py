@@ -1,0 +1,288 @@
+"""``prove train``: the trainer contract, the held-out evaluation and the training report.
+
+A **trainer** (component kind ``trainers``) is a backend that runs multi-turn GRPO::
+
+    @attrs.frozen
+    class Config:                       # the backend's own options: [train.options]
+        micro_batch: int | None = None
+
+    class MyTrainer:
+        name = "my_trainer"
+        Config = Config
+        def __init__(self, config): self.config = config
+        def train(self, job: TrainJob) -> TrainResult: ...
+
+``job`` carries everything a backend needs: the experiment and its ``[train]`` settings, the
+training examples and the held-out ones, the reward (``prove_core.reward``: the composed
+components), ``environment(task)`` (the task's servers, from which every rollout forks its own
+live session) with the rollout limits, the perturber (when ``[train].perturb`` asks to perturb
+prompts again), the output folder, a metrics log and ``echo`` for progress. Rollouts go through
+``prove_core.rollout.rollout`` (``prove_core.hf.play_batch`` for local models), so tool calls are
+parsed from the model's text, run on that rollout's session and fed back with the chat template.
+
+Swapping the backend is one key: ``[train] backend = "openrlhf"``. Bundled: ``trl`` (single
+node, CPU or GPU) and ``openrlhf`` (Ray + vLLM + DeepSpeed); see docs/training.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+import structlog
+
+from prove_core.config import Experiment, TrainConfig, resolve
+from prove_core.errors import ConfigError, UnknownComponent
+from prove_core.model import Example, from_json, read_jsonl
+from prove_core.reward import Reward, RewardResult, build_reward, instantiate
+from prove_core.rollout import RolloutLimits
+from prove_core.runtime import Environment, ServerRuntime
+
+log = structlog.get_logger()
+
+
+# -- the contract ------------------------------------------------------------------------------------
+
+
+class Environments:
+    """``environments(task)``: an ``Environment`` of the task's servers at the task's seed (with the
+    experiment's seed options), cached; each rollout opens its own session on it."""
+
+    def __init__(self, registry: Any, options: dict[str, Any] | None = None, *, max_sessions: int = 100_000) -> None:
+        self.registry = registry
+        self.options = options or {}
+        self.max_sessions = max_sessions
+        self._cache: dict[tuple[tuple[str, ...], int], Environment] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, task: Any) -> Environment:
+        key = (tuple(task.servers), task.seed)
+        with self._lock:
+            env = self._cache.get(key)
+            if env is None:
+                env = self._cache[key] = Environment([
+                    ServerRuntime(self.registry.load("servers", name), seed=task.seed, options=self.options.get(name),
+                                  max_sessions=self.max_sessions)
+                    for name in task.servers
+                ])
+        return env
+
+
+class MetricsLog:
+    """Per-step training metrics: one JSON object a line (``metrics.jsonl``), mirrored to
+    TensorBoard when it is installed. A resumed run keeps earlier steps and replaces later ones."""
+
+    def __init__(self, path: Path, *, tensorboard: bool = True) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._writer = SummaryWriter(str(path.parent / "tensorboard"))
+            except Exception:  # tensorboard is optional
+                self._writer = None
+
+    def truncate(self, after_step: int) -> None:
+        """Drop records past ``after_step`` (a resumed run redoes those steps)."""
+        kept = [r for r in read_jsonl(self.path) if r.get("step", 0) <= after_step]
+        self.path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
+        if self._writer is not None:
+            step = int(record.get("step", 0))
+            for key, value in record.items():
+                if key != "step" and isinstance(value, int | float) and math.isfinite(value):
+                    self._writer.add_scalar(key.replace(".", "/"), value, step)
+            self._writer.flush()
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.path))
+
+
+@attrs.frozen(kw_only=True)
+class TrainJob:
+    """What a backend receives (see the module docstring)."""
+
+    experiment: Experiment
+    settings: TrainConfig
+    train: list[Example]
+    held_out: list[Example]
+    reward: Reward
+    registry: Any
+    environment: Environments
+    perturber: Any | None
+    out_dir: Path
+    metrics: MetricsLog
+    echo: Callable[[str], None] = print
+
+    @property
+    def limits(self) -> RolloutLimits:
+        return RolloutLimits(max_user_turns=self.settings.max_user_turns,
+                             max_assistant_turns=self.settings.max_assistant_turns)
+
+    @property
+    def seed(self) -> int:
+        return self.experiment.seed if self.settings.seed is None else self.settings.seed
+
+    def prompts(self, examples: Sequence[Example], epoch: int = 0) -> list[Example]:
+        """Training examples as the backend should play them: perturbed again when asked."""
+        if self.perturber is None:
+            return list(examples)
+        return [self.perturber(attrs.evolve(e, id=f"{e.id}~{epoch}")) or e for e in examples]
+
+
+@attrs.frozen(kw_only=True)
+class TrainResult:
+    """What a backend reports. ``before``/``after`` are ``evaluate`` summaries (``None`` when the
+    backend did not evaluate, e.g. when it only wrote a launch script)."""
+
+    ok: bool
+    steps: int = 0
+    model_dir: str | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    details: dict[str, Any] = attrs.field(factory=dict)
+
+
+class Trainer(Protocol):
+    name: str
+
+    def train(self, job: TrainJob) -> TrainResult: ...
+
+
+# -- evaluation ----------------------------------------------------------------------------------------
+
+
+def summarize(results: Sequence[RewardResult]) -> dict[str, Any]:
+    """Mean total, best and per-component values (each over the rollouts it applies to)."""
+    if not results:
+        return {"rollouts": 0, "total": 0.0, "best": 0.0, "components": {}}
+    names = list(results[0].scores)
+    components = {}
+    for name in names:
+        values = [r.scores[name].value for r in results if r.scores[name].applies]
+        if values:
+            components[name] = statistics.fmean(values)
+    return {"rollouts": len(results), "total": statistics.fmean(r.total for r in results),
+            "best": statistics.fmean(r.best for r in results), "components": components}
+
+
+def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, environment: Callable[[Any], Environment],
+             limits: RolloutLimits = RolloutLimits(), samples: int = 1, out: Path | None = None,
+             max_batch: int = 16) -> dict[str, Any]:
+    """Play every held-out example ``samples`` times and score it: the mean reward per component.
+    A local ``HFPolicy`` plays episodes in batches; any other policy plays them one by one.
+    ``out`` receives one JSON line per rollout (transcript and scores)."""
+    from prove_core.rollout import rollout
+
+    started = time.perf_counter()
+    todo = [e for e in examples for _ in range(samples)]
+    ids = [f"{e.id}#{k}" for e in examples for k in range(samples)]
+    hf = sys.modules.get("prove_core.hf")  # loaded whenever a local model is in play; never imported here
+    if hf is not None and isinstance(policy, hf.HFPolicy) and isinstance(policy.generate, hf.Generator):
+        played = [ep.played for ep in hf.play_batch(policy, todo, environment, limits=limits, max_batch=max_batch,
+                                                 rollout_ids=ids)]
+    else:
+        played = [rollout(policy, e, environment(e.task), limits=limits, rollout_id=i) for e, i in zip(todo, ids)]
+    results = [reward.score(p.rollout) for p in played]
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w") as fh:
+            for p, r in zip(played, results):
+                fh.write(json.dumps({"id": p.rollout.id, "messages": p.messages, "reward": r.to_json()},
+                                    ensure_ascii=False, default=str) + "\n")
+    summary = summarize(results)
+    summary["seconds"] = round(time.perf_counter() - started, 2)
+    return summary
+
+
+# -- data ------------------------------------------------------------------------------------------------
+
+
+def load_corpus(path: Path) -> list[Example]:
+    if not path.is_file():
+        raise ConfigError(f"$.train.corpus: {path} does not exist; run the 'synth' stage first "
+                          "(stages = [\"synth\", \"train\"]) or point [train].corpus at a corpus")
+    return [from_json(record, Example) for record in read_jsonl(path)]
+
+
+def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[Example], list[Example]]:
+    """A seeded held-out split; held-out tasks are never trained on."""
+    order = list(range(len(examples)))
+    random.Random(f"held-out:{seed}").shuffle(order)
+    n = min(held_out, max(0, len(examples) - 1))
+    chosen = set(order[:n])
+    return [e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in sorted(chosen)]
+
+
+# -- the stage ---------------------------------------------------------------------------------------------
+
+
+def load_trainer(registry: Any, settings: TrainConfig) -> Any:
+    try:
+        cls = registry.load("trainers", settings.backend)
+    except UnknownComponent as exc:
+        raise ConfigError(f"$.train.backend: {exc}") from None
+    return instantiate(cls, settings.options, path="$.train.options") if isinstance(cls, type) else cls
+
+
+def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], None] = print,
+                 backend: str | None = None) -> dict[str, Any]:
+    """The ``train`` stage: build the job, run the configured backend, write the report."""
+    settings = experiment.train or TrainConfig()
+    if backend is not None:
+        settings = attrs.evolve(settings, backend=backend)
+        experiment = attrs.evolve(experiment, train=settings)
+    registry = plugins.registry
+    trainer = load_trainer(registry, settings)
+    servers = {s.name: s.options for s in resolve(experiment, registry)}
+    corpus = Path(settings.corpus) if settings.corpus else experiment.run_dir / "synth" / "corpus.jsonl"
+    examples = load_corpus(corpus)
+    seed = experiment.seed if settings.seed is None else settings.seed
+    train, held_out = split(examples, settings.eval.held_out, seed)
+    if not train:
+        raise ConfigError(f"$.train.eval.held_out: nothing is left to train on ({len(examples)} examples in {corpus})")
+    reward = build_reward(experiment.reward, registry, server_options=servers)
+    perturber = None
+    if settings.perturb:
+        from prove_core.config import SynthConfig
+        from prove_core.perturbation import build_perturber
+
+        perturber = build_perturber((experiment.synth or SynthConfig()).perturbations, registry,
+                                    path="$.synth.perturbations")
+    out_dir = experiment.run_dir / "train"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = MetricsLog(out_dir / "metrics.jsonl")
+    job = TrainJob(experiment=experiment, settings=settings, train=train, held_out=held_out, reward=reward,
+                   registry=registry, environment=Environments(registry, servers,
+                                                               max_sessions=experiment.sessions.max_sessions),
+                   perturber=perturber, out_dir=out_dir, metrics=metrics, echo=echo)
+    echo(f"train: backend {settings.backend}; {len(train)} training examples, {len(held_out)} held out; "
+         f"{settings.steps} steps of {settings.batch_size} prompts x {settings.group_size} rollouts")
+    started = time.perf_counter()
+    result = trainer.train(job)
+    seconds = round(time.perf_counter() - started, 1)
+    summary = {"ok": result.ok, "backend": settings.backend, "steps": result.steps, "model_dir": result.model_dir,
+               "before": result.before, "after": result.after, "seconds": seconds, **result.details}
+    (out_dir / "result.json").write_text(json.dumps(summary, indent=2, default=str))
+    from prove_core.training_report import write_report
+
+    report = write_report(out_dir, metrics.records(), result, settings=settings, seconds=seconds)
+    summary["report"] = str(report)
+    if result.before is not None and result.after is not None:
+        echo(f"held-out mean reward: {result.before['total']:.3f} before GRPO -> {result.after['total']:.3f} after "
+             f"(best possible {result.after['best']:.3f}); report {report}")
+    return summary

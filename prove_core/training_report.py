@@ -1,0 +1,107 @@
+"""The training report: ``report.md`` with the before/after table of the held-out evaluation,
+and PNG plots of every reward component (and the total) over the training steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REWARD_PREFIX = "reward/"
+
+
+def _series(records: Sequence[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = {}
+    for record in records:
+        for key, value in record.items():
+            if key.startswith(REWARD_PREFIX) and key != "reward/best" and isinstance(value, int | float):
+                out.setdefault(key[len(REWARD_PREFIX):], []).append((int(record["step"]), float(value)))
+    return out
+
+
+def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: Any) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    paths = []
+    if series:
+        names = sorted(series, key=lambda n: (n != "total", n))
+        cols = min(3, len(names))
+        rows = (len(names) + cols - 1) // cols
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+        for ax, name in zip(axes.flat, names):
+            steps, values = zip(*series[name])
+            color = "#3b6ea8" if name != "total" else "#b5462f"
+            ax.plot(steps, values, color=color, lw=0.8, alpha=0.45)
+            window = max(1, min(5, len(values) // 3))  # each step sees other prompts: show the trend too
+            smooth = [sum(values[max(0, i - window + 1): i + 1]) / len(values[max(0, i - window + 1): i + 1])
+                      for i in range(len(values))]
+            ax.plot(steps, smooth, color=color, lw=1.8)
+            ax.set_title(name, fontsize=10)
+            ax.set_xlabel("step", fontsize=8)
+            ax.tick_params(labelsize=8)
+        for ax in list(axes.flat)[len(names):]:
+            ax.axis("off")
+        fig.suptitle("Mean reward per component over GRPO steps (training rollouts; thick: moving average)",
+                     fontsize=11)
+        fig.tight_layout()
+        fig.savefig(out_dir / "reward_components.png", dpi=110)
+        plt.close(fig)
+        paths.append(str(out_dir / "reward_components.png"))
+    if result.before is not None and result.after is not None:
+        names = ["total", *sorted(set(result.before["components"]) | set(result.after["components"]))]
+        before = [result.before["total"] if n == "total" else result.before["components"].get(n, 0.0) for n in names]
+        after = [result.after["total"] if n == "total" else result.after["components"].get(n, 0.0) for n in names]
+        fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(names)), 3.2))
+        xs = range(len(names))
+        ax.bar([x - 0.2 for x in xs], before, width=0.4, label="before GRPO", color="#9aa9bb")
+        ax.bar([x + 0.2 for x in xs], after, width=0.4, label="after GRPO", color="#3b6ea8")
+        ax.set_xticks(list(xs), names, rotation=20, fontsize=8)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_title("Held-out mean reward per component")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "before_after.png", dpi=110)
+        plt.close(fig)
+        paths.append(str(out_dir / "before_after.png"))
+    return paths
+
+
+def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, *, settings: Any,
+                 seconds: float) -> Path:
+    series = _series(records)
+    plots = _plots(out_dir, series, result)
+    lines = ["# Training report", "",
+             f"Backend **{settings.backend}**; {result.steps} GRPO steps of {settings.batch_size} prompts x "
+             f"{settings.group_size} rollouts; KL {settings.kl}; lr {settings.lr}; {seconds} s.", ""]
+    if result.before is not None and result.after is not None:
+        b, a = result.before, result.after
+        lines += ["## Held-out evaluation", "",
+                  f"{b['rollouts']} held-out rollouts (tasks never trained on), mean reward per component "
+                  "(each over the tasks it applies to).", "",
+                  "| | before GRPO | after GRPO | change |", "| --- | ---: | ---: | ---: |",
+                  f"| **total** | {b['total']:.3f} | {a['total']:.3f} | {a['total'] - b['total']:+.3f} |"]
+        for name in sorted(set(b["components"]) | set(a["components"])):
+            x, y = b["components"].get(name), a["components"].get(name)
+            change = f"{y - x:+.3f}" if x is not None and y is not None else ""
+            lines.append(f"| {name} | {'' if x is None else f'{x:.3f}'} | {'' if y is None else f'{y:.3f}'} | {change} |")
+        lines += ["", f"Best possible total on these tasks: {a['best']:.3f}.", ""]
+    if series.get("total"):
+        totals = [v for _, v in series["total"]]
+        third = max(1, len(totals) // 3)
+        lines += ["## Training rollouts", "",
+                  f"Mean total reward of the training rollouts: {sum(totals[:third]) / third:.3f} over the first "
+                  f"{third} step(s), {sum(totals[-third:]) / third:.3f} over the last {third} (each step plays other "
+                  "prompts, so single steps are noisy; every step: `metrics.jsonl`).", ""]
+    for path in plots:
+        lines += [f"![{Path(path).stem}]({Path(path).name})", ""]
+    for key, value in result.details.items():
+        if isinstance(value, str | int | float):
+            lines.append(f"- {key}: {value}")
+    report = out_dir / "report.md"
+    report.write_text("\n".join(lines).rstrip() + "\n")
+    return report
