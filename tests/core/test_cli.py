@@ -93,14 +93,17 @@ def test_help_is_helpful():
 
 
 def test_log_json_gives_json_lines_with_run_and_session_context(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "--log-json", "--log-level", "info", "run"],
+    from importlib import resources
+
+    episode = str(resources.files("prove_core.defaults").joinpath("episode.toml"))
+    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "--log-json", "--log-level", "info", "run", episode],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120,
                           env={**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
     steps = [e for e in events if e["event"] == "step"]
     assert len(steps) == 13
-    assert all(e["run"] == "quickstart" and e["session"] and e["level"] == "info" for e in steps)
+    assert all(e["run"] == "episode" and e["session"] and e["level"] == "info" for e in steps)
     assert {e["tool"] for e in steps} >= {"banking_transfer_between_accounts", "shopping_checkout"}
 
 

@@ -25,6 +25,13 @@ def error_of(source):
 
 def test_embedded_default_config_loads():
     exp = load_experiment(None)
+    assert exp.servers and exp.stages == ["synth", "train"] and exp.train is not None and exp.train.sft.steps > 0
+
+
+def test_embedded_episode_config_loads():
+    from importlib import resources
+
+    exp = load_experiment(str(resources.files("prove_core.defaults").joinpath("episode.toml")))
     assert exp.servers and exp.stages == ["episode"] and exp.episode is not None
 
 

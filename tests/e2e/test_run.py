@@ -10,13 +10,16 @@ from prove_core.plugins import Plugins
 from prove_core.stages import run_experiment
 
 
-def test_quickstart_runs_end_to_end_from_the_cli(tmp_path):
+def test_the_scripted_episode_runs_end_to_end_from_the_cli(tmp_path):
+    from importlib import resources
+
     env = {**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "run"], capture_output=True, text=True,
+    episode = str(resources.files("prove_core.defaults").joinpath("episode.toml"))
+    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "run", episode], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 unexpected outcomes" in proc.stdout
-    (record,) = list(read_jsonl(tmp_path / "runs" / "quickstart" / "episode.jsonl"))
+    (record,) = list(read_jsonl(tmp_path / "runs" / "episode" / "episode.jsonl"))
     task = from_json(record["task"], Task)
     assert task.servers == ["banking", "shopping"]
     by_id = {c.id: c for c in task.calls}
@@ -26,7 +29,7 @@ def test_quickstart_runs_end_to_end_from_the_cli(tmp_path):
     assert by_id["receipt"].arguments["transaction_id"].startswith("txn_")
     overdraw = next(s for s in record["steps"] if s["id"] == "overdraw")
     assert overdraw["is_error"] and overdraw["content"]["reason"] == "INSUFFICIENT_FUNDS"
-    summary = json.loads((tmp_path / "runs" / "quickstart" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "runs" / "episode" / "summary.json").read_text())
     assert summary["ok"] and summary["stages"]["episode"]["calls"] == 13
 
 
