@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import attrs
 
-from prove_core.model import from_json, to_json
+from prove_core.model import from_json, to_json, write_atomic
 from prove_core.toolkit.server import ToolSpec
 
 Label = Literal["explicit", "implicit", "none"]
@@ -106,11 +106,7 @@ class GraphCache:
 
     def store(self, graph: ToolGraph) -> Path:
         path = self.path(graph.labeller, graph.schema_hash)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(to_json(graph), indent=1))
-        tmp.replace(path)  # atomic: a reader never sees half a graph
-        return path
+        return write_atomic(path, json.dumps(to_json(graph), indent=1))  # a reader never sees half a graph
 
 
 def _collect_strings(value: Any, keep: Any, key: str | None, out: list[str]) -> list[str]:

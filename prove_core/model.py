@@ -125,6 +125,17 @@ def from_json(data: dict[str, Any], cls: type) -> Any:
         raise ProveError(f"not a valid {cls.__name__}: " + "; ".join(lines)) from None
 
 
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` so a reader (or a run resumed after a kill) sees the old file or
+    the new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     """Records of a JSON Lines file; a torn last line (from a crash mid-write) is skipped."""
     path = Path(path)

@@ -42,7 +42,7 @@ import structlog
 
 from prove_core.config import Experiment, TrainConfig, resolve
 from prove_core.errors import ConfigError, UnknownComponent
-from prove_core.model import Example, from_json, read_jsonl
+from prove_core.model import Example, from_json, read_jsonl, write_atomic
 from prove_core.reward import Reward, RewardResult, build_reward, instantiate
 from prove_core.rollout import RolloutLimits
 from prove_core.runtime import Environment, ServerRuntime
@@ -95,8 +95,8 @@ class MetricsLog:
 
     def truncate(self, after_step: int) -> None:
         """Drop records past ``after_step`` (a resumed run redoes those steps)."""
-        kept = [r for r in read_jsonl(self.path) if r.get("step", 0) <= after_step]
-        self.path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+        kept = [r for r in read_jsonl(self.path) if r.get("step", 0) <= after_step]  # a torn last line goes too
+        write_atomic(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as fh:
@@ -277,7 +277,7 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     seconds = round(time.perf_counter() - started, 1)
     summary = {"ok": result.ok, "backend": settings.backend, "steps": result.steps, "model_dir": result.model_dir,
                "before": result.before, "after": result.after, "seconds": seconds, **result.details}
-    (out_dir / "result.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_atomic(out_dir / "result.json", json.dumps(summary, indent=2, default=str))
     from prove_core.training_report import write_report
 
     report = write_report(out_dir, metrics.records(), result, settings=settings, seconds=seconds)

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from prove_core.model import write_atomic
 from prove_core.training import TrainJob, TrainResult, evaluate
 
 from .local import DONE, load, prepare_model, seed_everything, sft_warmup
@@ -104,7 +105,7 @@ class TRLTrainer:
             summary = evaluate(policy, job.held_out, reward=job.reward, environment=job.environment,
                                limits=job.limits, samples=settings.eval.samples,
                                out=job.out_dir / f"eval_{tag}.jsonl", max_batch=self.config.generation_batch)
-            cached.write_text(json.dumps(summary, indent=2))
+            write_atomic(cached, json.dumps(summary, indent=2))
             job.echo(f"eval {tag} GRPO: held-out mean reward {summary['total']:.3f} "
                      + " ".join(f"{k} {v:.2f}" for k, v in summary["components"].items())
                      + f" ({summary['seconds']:.0f} s)")
@@ -261,8 +262,16 @@ def _has_tensorboard() -> bool:
 
 
 def _last_checkpoint(out: Path) -> Path | None:
-    found = sorted(out.glob("checkpoint-*"), key=_checkpoint_step)
-    return found[-1] if found else None
+    """The newest complete checkpoint. Transformers writes a checkpoint in place, its trainer state
+    last, so a run killed while saving leaves a folder without a readable trainer state: skipped."""
+    for path in sorted(out.glob("checkpoint-*"), key=_checkpoint_step, reverse=True):
+        try:
+            state = json.loads((path / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(state, dict) and state.get("global_step") == _checkpoint_step(path):
+            return path
+    return None
 
 
 def _checkpoint_step(path: Path | None) -> int:

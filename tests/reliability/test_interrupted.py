@@ -3,7 +3,9 @@ random progress points of the corpus, the whole process group or the parent alon
 to completion loses and duplicates nothing: the corpus and the drop log equal an uninterrupted
 run's, record for record. (tests/synth/test_pipeline.py kills once, at a fixed point.)
 
-Resuming a killed training run is the training backend's to test, not this suite's.
+`prove train` SIGKILLed during the SFT warm-up, between GRPO steps and at random moments while
+it saves checkpoints, then run to completion: every GRPO step is in the metrics exactly once, the
+run resumed from a complete checkpoint and finished with the configured number of steps.
 """
 
 from __future__ import annotations
@@ -102,3 +104,93 @@ def test_synth_killed_at_random_points_loses_and_duplicates_nothing(tmp_path):
     assert got_drops == want_drops
     for export in ("trl.jsonl", "openrlhf.jsonl"):
         assert lines(corpus.parent / export) == total
+
+
+TRAIN_STEPS = 6
+
+
+def train_config(where: Path, cache: Path) -> Path:
+    path = where / "train.toml"
+    path.write_text(f'''name = "train"
+output_dir = "{where}"
+stages = ["synth", "train"]
+[[servers]]
+name = "banking"
+[synth]
+examples = 10
+plots = false
+exports = []
+cache_dir = "{cache}"
+[train]
+steps = {TRAIN_STEPS}
+group_size = 2
+batch_size = 2
+lr = 1e-3
+max_new_tokens = 16
+checkpoint_every = 1
+[train.model]
+hidden_size = 32
+layers = 1
+heads = 2
+vocab_size = 600
+max_tool_chars = 120
+[train.sft]
+steps = 200
+batch_size = 4
+[train.eval]
+held_out = 2
+[train.options]
+tensorboard = false
+''')
+    return path
+
+
+def test_training_killed_at_random_points_resumes_without_losing_or_repeating_a_step(tmp_path):
+    pytest.importorskip("trl", reason="needs the train extra: pip install torch==2.13.0 && pip install -e '.[train]'")
+    import json
+
+    rng = random.Random(20261123)
+    path = train_config(tmp_path, tmp_path / "cache")
+    subprocess.run([sys.executable, "-m", "prove_core.cli", "synth", str(path), "--no-progress"], env=ENV,
+                   check=True, capture_output=True)
+    out = tmp_path / "train" / "train"
+    metrics = out / "metrics.jsonl"
+
+    def steps_logged() -> list[int]:
+        return [r["step"] for r in read_jsonl(metrics)]
+
+    # kill points: mid-warm-up, after k logged GRPO steps, and k steps plus a random delay (often mid-save)
+    points = [("sft", 0.0), ("steps", rng.randint(1, 2), 0.0), ("steps", rng.randint(3, 4), rng.uniform(0.0, 0.4))]
+    for point in points:
+        log = tmp_path / "train.log"
+        with log.open("w") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "prove_core.cli", "train", str(path)], env=ENV,
+                                    stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        started = time.time()
+        while proc.poll() is None and time.time() - started < 300:
+            if point[0] == "sft" and "sft: step 20/200" in log.read_text():
+                break
+            if point[0] == "steps" and len(steps_logged()) >= point[1]:
+                time.sleep(point[2])
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, f"finished before the kill point {point}:\n{log.read_text()[-2000:]}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert gone(proc.pid)
+        if point[0] == "sft":
+            assert not (out / "sft" / "prove_done.json").exists() and not metrics.exists()
+        else:
+            logged = steps_logged()
+            assert logged == sorted(set(logged)), logged  # no step twice, even before the resume
+
+    done = subprocess.run([sys.executable, "-m", "prove_core.cli", "train", str(path)], env=ENV,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "resuming from" in done.stdout and "sft: already done" in done.stdout
+    assert steps_logged() == list(range(1, TRAIN_STEPS + 1))
+    result = json.loads((out / "result.json").read_text())
+    assert result["ok"] and result["steps"] == TRAIN_STEPS
+    state = json.loads((out / "grpo" / f"checkpoint-{TRAIN_STEPS}" / "trainer_state.json").read_text())
+    assert state["global_step"] == TRAIN_STEPS
+    assert (out / "final" / "prove_done.json").is_file()
