@@ -141,6 +141,7 @@ class ServerRuntime:
         self.call_timeout_s = call_timeout_s  # None: calls run inline (the fast path's default)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._seed_snapshots: dict[int, Snapshot] = {}
+        self._seed_hashes: dict[int, str] = {}
         self._lock = threading.RLock()
         self._last_sweep = time.monotonic()
 
@@ -212,6 +213,14 @@ class ServerRuntime:
     def state_hash(self, session_id: str) -> str:
         session = self.session(session_id)
         with session.lock:  # a call in progress is hashed once it has finished or rolled back
+            # A session that changed nothing since its seed (every read-only rollout) shares the
+            # seed's tables by identity: its hash is the seed's, computed once.
+            seed = self._seed_snapshots.get(session.seed)
+            if seed is not None and not session.state.changed_since(seed):
+                cached = self._seed_hashes.get(session.seed)
+                if cached is None:
+                    cached = self._seed_hashes[session.seed] = session.state.state_hash()
+                return cached
             return session.state.state_hash()
 
     def __len__(self) -> int:

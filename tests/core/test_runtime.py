@@ -166,3 +166,23 @@ def test_a_call_past_its_deadline_is_typed_and_changes_nothing():
     assert rt.call(sid, "explode", {"wallet_id": wallet["id"]}).code == "INTERNAL"
     assert rt.call(sid, "spend", {"wallet_id": wallet["id"], "amount": 9999.0}).error["reason"] == "INSUFFICIENT_FUNDS"
     assert rt.state(sid).wallets.get(wallet["id"])["balance"] == ok.data["balance"]
+
+
+def test_an_unchanged_session_reuses_its_seeds_hash_and_a_changed_one_is_hashed_again(rt, monkeypatch):
+    from prove_core.toolkit.state import State
+
+    reader, writer = rt.new_session(), rt.new_session()
+    rt.call(reader, "list_wallets", {})
+    wallet = first_wallet(rt, writer)
+    rt.call(writer, "spend", {"wallet_id": wallet["id"], "amount": 1.0})
+    computed = []
+    real = State.state_hash
+    monkeypatch.setattr(State, "state_hash", lambda self: computed.append(1) or real(self))
+    seed_hash = rt.state_hash(reader)
+    assert seed_hash == real(rt.state(reader)) == real(State.from_snapshot(rt.seed_snapshot()))
+    computed.clear()
+    for _ in range(3):
+        assert rt.state_hash(rt.new_session()) == seed_hash
+    assert computed == []  # read from the cache, not recomputed
+    changed = rt.state_hash(writer)
+    assert computed == [1] and changed != seed_hash and changed == real(rt.state(writer))
