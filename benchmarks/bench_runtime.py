@@ -6,7 +6,9 @@ Prints each figure with its ratio against a baseline measured in the same run:
    path vs fastmcp's own in-memory ``Client(server).call_tool`` on the same tool (goal >= 30x);
 2. ``fork`` of a session from the seed snapshot for the default seed and a 10x larger one
    (goal: the same cost, ratio ~1);
-3. RSS of 10,000 live banking sessions, each with one write (goal < 1 GiB).
+3. RSS of 10,000 live banking sessions, each with one write (goal < 1 GiB);
+4. a session's state hash (every rollout ends with one): the whole state serialized in one piece
+   vs the runtime's, which reuses the seed's text of the tables the session has not written.
 """
 
 from __future__ import annotations
@@ -104,6 +106,22 @@ def bench_sessions_memory(quick: bool) -> dict:
             "projected_10k_mib": round(used / n * 10_000 / 2**20, 1)}
 
 
+def bench_state_hash(quick: bool) -> dict:
+    """A rollout's final state hash: the whole state serialized in one piece (the definition,
+    ``State.state_hash()``) against the runtime's ``state_hash``, which reuses the seed's text for
+    every table the session has not written (and the seed's hash for a session that wrote nothing)."""
+    rt = ServerRuntime(server)
+    unchanged, wrote = rt.new_session(), rt.new_session()
+    rt.call(wrote, "set_card_spending_limit", _limit_args(rt, wrote))
+    assert rt.state_hash(wrote) == rt.state(wrote).state_hash() != rt.state_hash(unchanged)
+    n = 50 if quick else 300
+    whole = best_rate(lambda: rt.state(wrote).state_hash(), n)
+    after_write = best_rate(lambda: rt.state_hash(wrote), n)
+    untouched = best_rate(lambda: rt.state_hash(unchanged), n * 10)
+    return {"whole_ms": round(1e3 / whole, 3), "after_one_write_ms": round(1e3 / after_write, 3),
+            "unchanged_ms": round(1e3 / untouched, 4), "ratio_after_write": round(after_write / whole, 1)}
+
+
 def _limit_args(rt: ServerRuntime, sid: str) -> dict:
     example = server.tools["set_card_spending_limit"].examples[0]
     return example(rt.state(sid))
@@ -120,13 +138,16 @@ def main() -> None:
     results = {"sessions": bench_sessions_memory(ns.quick)}
     results["fast_path"] = bench_fast_vs_mcp(ns.quick)
     results["fork"] = bench_fork(ns.quick)
-    fp, fk, ss = results["fast_path"], results["fork"], results["sessions"]
+    results["state_hash"] = bench_state_hash(ns.quick)
+    fp, fk, ss, sh = results["fast_path"], results["fork"], results["sessions"], results["state_hash"]
     print(f"fast path      {fp['fast_calls_per_s']:>10,} calls/s   fastmcp in-memory client "
           f"{fp['fastmcp_client_calls_per_s']:>8,} calls/s   ratio {fp['ratio']}x (goal >= 30x)")
     print(f"fork           default seed ({fk['default']['records']} records) {fk['default']['fork_us']} us   "
           f"10x seed ({fk['10x']['records']} records) {fk['10x']['fork_us']} us   ratio {fk['ratio_10x_over_default']} (goal ~1)")
     print(f"sessions       {ss['sessions']:,} live banking sessions with a write each: +{ss['rss_added_mib']} MiB RSS "
           f"({ss['per_session_kib']} KiB each; 10,000 -> {ss['projected_10k_mib']} MiB, goal < 1024 MiB)")
+    print(f"state hash     whole state {sh['whole_ms']} ms   after one write {sh['after_one_write_ms']} ms "
+          f"(ratio {sh['ratio_after_write']}x)   session that wrote nothing {sh['unchanged_ms']} ms")
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=2))
 

@@ -142,6 +142,7 @@ class ServerRuntime:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._seed_snapshots: dict[int, Snapshot] = {}
         self._seed_hashes: dict[int, str] = {}
+        self._seed_texts: dict[int, dict[str, Any]] = {}
         self._lock = threading.RLock()
         self._last_sweep = time.monotonic()
 
@@ -213,15 +214,21 @@ class ServerRuntime:
     def state_hash(self, session_id: str) -> str:
         session = self.session(session_id)
         with session.lock:  # a call in progress is hashed once it has finished or rolled back
-            # A session that changed nothing since its seed (every read-only rollout) shares the
-            # seed's tables by identity: its hash is the seed's, computed once.
+            # A session shares every table it has not written with its seed, by identity: those
+            # tables' text comes from the seed's, serialized once; a session that changed nothing
+            # (every read-only rollout) gets the seed's hash, computed once.
             seed = self._seed_snapshots.get(session.seed)
-            if seed is not None and not session.state.changed_since(seed):
+            if seed is None:
+                return session.state.state_hash()
+            if not session.state.changed_since(seed):
                 cached = self._seed_hashes.get(session.seed)
                 if cached is None:
                     cached = self._seed_hashes[session.seed] = session.state.state_hash()
                 return cached
-            return session.state.state_hash()
+            texts = self._seed_texts.get(session.seed)
+            if texts is None:
+                texts = self._seed_texts[session.seed] = State.from_snapshot(seed).table_texts()
+            return session.state.state_hash(texts)
 
     def __len__(self) -> int:
         return len(self._sessions)

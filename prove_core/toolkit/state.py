@@ -196,6 +196,14 @@ class Collection:
             tables[key] = index
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _table_text(table: immutables.Map) -> str:
+    return _dumps({rid: table[rid] for rid in sorted(table.keys())})
+
+
 def _hashable(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | None) else json.dumps(value, sort_keys=True)
 
@@ -316,10 +324,28 @@ class State:
             "vars": dict(sorted(self._vars.items())),
         }
 
-    def state_hash(self) -> str:
-        """A stable sha256 of the state: equal across processes for equal states."""
-        blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), default=str)
+    def state_hash(self, table_texts: dict[str, tuple[immutables.Map, str]] | None = None) -> str:
+        """A stable sha256 of the state: equal across processes for equal states.
+
+        It hashes exactly ``json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"),
+        default=str)``, built table by table so that ``table_texts`` (``table_texts()`` of an
+        earlier state, e.g. the seed's) can supply the text of every table this state still
+        shares with it by identity: a session that wrote to one table re-serializes that table only.
+        """
+        cache = table_texts or {}
+        tables = []
+        for name in sorted(self._table_specs):
+            table = self._tables[name]
+            hit = cache.get(name)
+            text = hit[1] if hit is not None and hit[0] is table else _table_text(table)
+            tables.append(f"{_dumps(name)}:{text}")
+        blob = (f'{{"counters":{_dumps(dict(sorted(self._counters.items())))},"tables":{{{",".join(tables)}}},'
+                f'"vars":{_dumps(dict(sorted(self._vars.items())))}}}')
         return hashlib.sha256(blob.encode()).hexdigest()
+
+    def table_texts(self) -> dict[str, tuple[immutables.Map, str]]:
+        """Each table with its serialized text, for ``state_hash(table_texts=...)`` of later states."""
+        return {name: (self._tables[name], _table_text(self._tables[name])) for name in self._table_specs}
 
     def changed_since(self, snap: Snapshot) -> bool:
         """True if any table, counter or variable differs from ``snap`` (identity checks)."""

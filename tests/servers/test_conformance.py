@@ -35,3 +35,34 @@ def test_the_kit_catches_a_crashing_tool():
     report = audit(toy)
     assert not report.check("reachable").ok and "explode" in report.check("reachable").detail
     assert report.check("bad_input").ok and report.check("determinism").ok
+
+
+def reference_hash(state):
+    """The state hash as defined: sha256 of the whole state's canonical JSON, in one piece."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(state.to_json(), sort_keys=True, separators=(",", ":"), default=str)
+                          .encode()).hexdigest()
+
+
+@pytest.mark.parametrize("module", SERVER_MODULES)
+def test_the_runtimes_table_by_table_state_hash_equals_the_whole_dump(module):
+    """The runtime reuses the seed's serialized tables for tables a session has not written; after
+    every write example of every tool the hash must still be the one-piece definition's."""
+    from prove_core.runtime import ServerRuntime
+    from prove_core.testing.conformance import example_args
+
+    rt = ServerRuntime(server_of(module))
+    sid, other = rt.new_session(), rt.new_session()
+    assert rt.state_hash(sid) == reference_hash(rt.state(sid))
+    changed = 0
+    for tool in rt.server.tools.values():
+        for args in example_args(tool, rt, sid):
+            before = rt.state_hash(sid)
+            rt.call(sid, tool.name, args)
+            after = rt.state_hash(sid)
+            assert after == reference_hash(rt.state(sid)), tool.name
+            changed += after != before
+    assert changed > 0
+    assert rt.state_hash(other) == reference_hash(rt.state(other)) != rt.state_hash(sid)
