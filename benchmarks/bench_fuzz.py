@@ -27,7 +27,6 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 

@@ -34,7 +34,6 @@ import random
 import secrets
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
