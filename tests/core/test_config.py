@@ -88,3 +88,10 @@ def test_duplicate_servers_rejected(registry):
     exp = load_experiment({"servers": [{"name": "wallet"}, {"name": "wallet"}]})
     with pytest.raises(ConfigError, match="more than once"):
         resolve(exp, registry)
+
+
+def test_the_examples_quickstart_is_the_embedded_one():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "quickstart.toml"
+    assert load_experiment(str(example)) == load_experiment(None)
