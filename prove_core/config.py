@@ -362,6 +362,23 @@ class ResolvedServer:
     options: Any  # an instance of the server's options class
 
 
+def config_problems(exc: ConfigError) -> list[str]:
+    """The problems a ``ConfigError`` lists, one a line (its whole message when it lists none)."""
+    return [line.strip() for line in str(exc).splitlines()[1:]] or [str(exc)]
+
+
+def listed_more_than_once(names: list[str], *, where: str, what: str, hint: str = "") -> list[str]:
+    """A problem for every name that appears more than once in ``names``."""
+    return [f"{where}: {what} {name!r} is listed more than once{hint}"
+            for name in sorted({n for n in names if names.count(n) > 1})]
+
+
+def raise_problems(problems: list[str]) -> None:
+    """Phase 2 reports every problem at once: one ``ConfigError`` listing them all, if any."""
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
 def resolve(experiment: Experiment, registry: Any) -> list[ResolvedServer]:
     """Phase 2: check server names against the registry and structure each ``options`` table
     with the server's own options class."""
@@ -377,12 +394,9 @@ def resolve(experiment: Experiment, registry: Any) -> list[ResolvedServer]:
         try:
             options = structure(entry.options, server.options_type, path=f"$.servers[{i}].options")
         except ConfigError as exc:
-            problems.extend(line.strip() for line in str(exc).splitlines()[1:])
+            problems.extend(config_problems(exc))
             continue
         resolved.append(ResolvedServer(name=entry.name, seed=entry.seed, options=options))
-    names = [s.name for s in experiment.servers]
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(f"$.servers: server {name!r} is listed more than once")
-    if problems:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    problems += listed_more_than_once([s.name for s in experiment.servers], where="$.servers", what="server")
+    raise_problems(problems)
     return resolved

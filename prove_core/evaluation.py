@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Protocol
 import attrs
 import structlog
 
-from prove_core.errors import ConfigError, UnknownComponent
+from prove_core.errors import ConfigError
 from prove_core.model import JsonlWriter, read_jsonl
 from prove_core.rollout import Policy, PolicyTurn
 
@@ -154,8 +154,9 @@ class _Planned:
 def _plan(settings: Any, registry: Any) -> list[_Planned]:
     """Phase 2 of ``[eval]``: every model client and evaluator built before anything runs, so a
     typo fails in a second, not after the first model finished."""
+    from prove_core.config import config_problems, listed_more_than_once, raise_problems
     from prove_core.policies import build_policy
-    from prove_core.reward import instantiate
+    from prove_core.reward import load_component
 
     problems: list[str] = []
     policies = {}
@@ -163,25 +164,17 @@ def _plan(settings: Any, registry: Any) -> list[_Planned]:
         try:
             policies[model.name] = build_policy(model, registry, path=f"$.eval.models[{i}]")
         except ConfigError as exc:
-            problems.extend(line.strip() for line in str(exc).splitlines()[1:] or [str(exc)])
+            problems.extend(config_problems(exc))
     evaluators = {}
     for i, bench in enumerate(settings.benchmarks):
-        where = f"$.eval.benchmarks[{i}]"
-        try:
-            cls = registry.load("evaluators", bench.name)
-        except UnknownComponent as exc:
-            problems.append(f"{where}.name: {exc}")
-            continue
-        try:
-            evaluators[bench.label or bench.name] = instantiate(cls, bench.options, path=f"{where}.options")
-        except ConfigError as exc:
-            problems.extend(line.strip() for line in str(exc).splitlines()[1:] or [str(exc)])
+        loaded = load_component(registry, "evaluators", bench.name, bench.options, where=f"$.eval.benchmarks[{i}]",
+                                problems=problems)
+        if loaded is not None:
+            evaluators[bench.label or bench.name] = loaded[1]
     for kind, names in (("model", [m.name for m in settings.models]),
                         ("benchmark", [b.label or b.name for b in settings.benchmarks])):
-        for name in sorted({n for n in names if names.count(n) > 1}):
-            problems.append(f"$.eval: {kind} {name!r} is listed more than once (give one a different name/label)")
-    if problems:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+        problems += listed_more_than_once(names, where="$.eval", what=kind, hint=" (give one a different name/label)")
+    raise_problems(problems)
     return [_Planned(model=m, policy=policies[m.name], benchmark=label, evaluator=ev)
             for m in settings.models for label, ev in evaluators.items()]
 

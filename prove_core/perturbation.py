@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 import attrs
 
-from prove_core.errors import ConfigError, UnknownComponent
 from prove_core.model import Example
 from prove_core.toolkit.server import ToolSpec
 
@@ -140,8 +139,8 @@ def build_perturber(config: PerturbationsConfig | Mapping[str, Any] | None, regi
                     path: str = "$.perturbations") -> Perturber:
     """Phase 2: look each perturbation up in the registry and structure its options (errors name
     ``path``, e.g. ``$.synth.perturbations.perturbations[1].options``)."""
-    from prove_core.config import structure
-    from prove_core.reward import instantiate
+    from prove_core.config import raise_problems, structure
+    from prove_core.reward import load_component
 
     if config is None:
         config = PerturbationsConfig()
@@ -152,19 +151,12 @@ def build_perturber(config: PerturbationsConfig | Mapping[str, Any] | None, regi
         entries = [PerturbationEntry(name=n) for n in DEFAULT_PERTURBATIONS]
     built, problems = [], []
     for i, entry in enumerate(entries):
-        where = f"{path}.perturbations[{i}]"
-        try:
-            cls = registry.load("perturbations", entry.name)
-        except UnknownComponent as exc:
-            problems.append(f"{where}.name: {exc}")
+        loaded = load_component(registry, "perturbations", entry.name, entry.options,
+                                where=f"{path}.perturbations[{i}]", problems=problems)
+        if loaded is None:
             continue
-        try:
-            perturbation = instantiate(cls, entry.options, path=f"{where}.options")
-        except ConfigError as exc:
-            problems.extend(line.strip() for line in str(exc).splitlines()[1:] or [str(exc)])
-            continue
+        cls, perturbation = loaded
         rate = entry.rate if entry.rate is not None else float(getattr(cls, "default_rate", 0.0))
         built.append((entry.name, rate, perturbation))
-    if problems:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    raise_problems(problems)
     return Perturber(built, PerturbationContext(registry), seed=config.seed)

@@ -565,36 +565,46 @@ def instantiate(cls: Any, options: Mapping[str, Any] | None = None, *, path: str
     return cls(config)
 
 
+def load_component(registry: Any, kind: str, name: str, options: Mapping[str, Any] | None, *, where: str,
+                   problems: list[str]) -> tuple[Any, Any] | None:
+    """Phase 2 for one configured component: its class from the registry (``kind``, ``name``) and
+    an instance built with its options. On failure the problem (naming ``where``) goes to
+    ``problems`` and the result is ``None``, so a config's every problem is reported at once."""
+    from prove_core.config import config_problems
+
+    try:
+        cls = registry.load(kind, name)
+    except UnknownComponent as exc:
+        problems.append(f"{where}.name: {exc}")
+        return None
+    try:
+        return cls, instantiate(cls, options, path=f"{where}.options")
+    except ConfigError as exc:
+        problems.extend(config_problems(exc))
+        return None
+
+
 def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[str, Any] | None = None) -> Reward:
     """Phase 2 of the ``[reward]`` config: look each component up in the registry and structure
     its options with its ``Config``. ``config`` is a ``RewardConfig`` (``None``: paper defaults)."""
-    from prove_core.config import RewardComponentConfig, RewardConfig
+    from prove_core.config import RewardComponentConfig, RewardConfig, listed_more_than_once, raise_problems
 
     config = config if config is not None else RewardConfig()
     entries = config.components if config.components is not None else [RewardComponentConfig(name=n) for n in DEFAULT_COMPONENTS]
     built, problems = [], []
     for i, entry in enumerate(entries):
         where = f"$.reward.components[{i}]"
-        try:
-            cls = registry.load("rewards", entry.name)
-        except UnknownComponent as exc:
-            problems.append(f"{where}.name: {exc}")
+        loaded = load_component(registry, "rewards", entry.name, entry.options, where=where, problems=problems)
+        if loaded is None:
             continue
-        try:
-            component = instantiate(cls, entry.options, path=f"{where}.options")
-        except ConfigError as exc:
-            problems.extend(line.strip() for line in str(exc).splitlines()[1:] or [str(exc)])
-            continue
+        cls, component = loaded
         weight = entry.weight if entry.weight is not None else float(getattr(cls, "default_weight", 1.0))
         if not math.isfinite(weight):
             problems.append(f"{where}.weight: must be a finite number, got {weight}")
             continue
         built.append(WeightedComponent(name=entry.name, weight=weight, component=component))
-    names = [e.name for e in entries]
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(f"$.reward.components: component {name!r} is listed more than once")
-    if problems:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    problems += listed_more_than_once([e.name for e in entries], where="$.reward.components", what="component")
+    raise_problems(problems)
     return Reward(built, LiveServers(registry, options=server_options))
 
 
