@@ -141,8 +141,7 @@ class ServerRuntime:
         self.call_timeout_s = call_timeout_s  # None: calls run inline (the fast path's default)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._seed_snapshots: dict[int, Snapshot] = {}
-        self._seed_hashes: dict[int, str] = {}
-        self._seed_texts: dict[int, dict[str, Any]] = {}
+        self._seed_hashing: dict[int, tuple[dict[str, Any], str]] = {}  # seed -> (table texts, hash)
         self._lock = threading.RLock()
         self._last_sweep = time.monotonic()
 
@@ -220,15 +219,13 @@ class ServerRuntime:
             seed = self._seed_snapshots.get(session.seed)
             if seed is None:
                 return session.state.state_hash()
-            if not session.state.changed_since(seed):
-                cached = self._seed_hashes.get(session.seed)
-                if cached is None:
-                    cached = self._seed_hashes[session.seed] = session.state.state_hash()
-                return cached
-            texts = self._seed_texts.get(session.seed)
-            if texts is None:
-                texts = self._seed_texts[session.seed] = State.from_snapshot(seed).table_texts()
-            return session.state.state_hash(texts)
+            cached = self._seed_hashing.get(session.seed)
+            if cached is None:
+                state = State.from_snapshot(seed)
+                texts = state.table_texts()
+                cached = self._seed_hashing[session.seed] = (texts, state.state_hash(texts))
+            texts, seed_hash = cached
+            return seed_hash if not session.state.changed_since(seed) else session.state.state_hash(texts)
 
     def __len__(self) -> int:
         return len(self._sessions)
