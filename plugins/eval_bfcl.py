@@ -28,7 +28,6 @@ import attrs
 from prove_core import hookimpl
 from prove_core.evaluation import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Message, ToolCall
-from prove_core.parsing import ParseFailure
 from prove_core.rollout import Policy, PolicyTurn
 from prove_core.runtime import ServerRuntime, ToolResult
 from prove_plugins.benchmark_servers import BFCL_CATEGORIES
@@ -142,8 +141,8 @@ class Bfcl:
             count = 0
             while True:
                 turn = policy.respond(messages, tools)
-                calls = [a for a in turn.attempts if isinstance(a, ToolCall)]
-                undecodable = any(isinstance(a, ParseFailure) for a in turn.attempts)
+                calls = turn.calls
+                undecodable = bool(turn.failures)
                 messages.append(Message(role="assistant", content=turn.content or None, tool_calls=calls).to_openai())
                 if not calls or undecodable:
                     break  # BFCL: an empty or undecodable response ends the turn

@@ -242,7 +242,7 @@ class Tau2:
                     return trajectory, messages, "max_steps", calls_made
                 turn = policy.respond(messages, tools)
                 steps += 1
-                calls = [a for a in turn.attempts if isinstance(a, ToolCall)]
+                calls = turn.calls
                 content = turn.content or (turn.raw if not calls else "") or None
                 messages.append(Message(role="assistant", content=content, tool_calls=calls).to_openai())
                 trajectory.append(AssistantMessage(role="assistant", content=content, tool_calls=[

@@ -51,20 +51,24 @@ class ParseFailure:
 Attempt = ToolCall | ParseFailure
 
 
+class AttemptViews:
+    """``calls`` and ``failures`` of a class with an ``attempts`` sequence (a turn, a rollout)."""
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return [a for a in self.attempts if isinstance(a, ToolCall)]  # type: ignore[attr-defined]
+
+    @property
+    def failures(self) -> list[ParseFailure]:
+        return [a for a in self.attempts if isinstance(a, ParseFailure)]  # type: ignore[attr-defined]
+
+
 @attrs.frozen(kw_only=True)
-class ParsedTurn:
+class ParsedTurn(AttemptViews):
     """What a parser found in one assistant turn: attempted calls in order, and the prose."""
 
     attempts: tuple[Attempt, ...] = ()
     content: str = ""
-
-    @property
-    def calls(self) -> list[ToolCall]:
-        return [a for a in self.attempts if isinstance(a, ToolCall)]
-
-    @property
-    def failures(self) -> list[ParseFailure]:
-        return [a for a in self.attempts if isinstance(a, ParseFailure)]
 
 
 class Parser(Protocol):

@@ -41,7 +41,7 @@ import structlog
 
 from prove_core.errors import ConfigError, ProveError, UnknownComponent
 from prove_core.model import GroundTruthCall, Task, ToolCall, from_json
-from prove_core.parsing import Attempt, ParsedTurn, ParseFailure, Parser, decode_openai_tool_call, safe_parse
+from prove_core.parsing import Attempt, AttemptViews, ParsedTurn, ParseFailure, Parser, decode_openai_tool_call, safe_parse
 from prove_core.runtime import Environment, ServerRuntime, ToolResult
 from prove_core.toolkit.state import Snapshot, State
 
@@ -62,7 +62,7 @@ def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...] | None:
 
 
 @attrs.frozen(kw_only=True)
-class Rollout:
+class Rollout(AttemptViews):
     """What a model did for one task. ``attempts`` are its calls in order, each a ``ToolCall`` or
     a ``ParseFailure``; ``turns[i]`` is the assistant turn of attempt ``i`` (parallel calls share
     one). ``tools`` are the tools it was offered (OpenAI function format); ``None`` means every
@@ -80,14 +80,6 @@ class Rollout:
             object.__setattr__(self, "turns", tuple(range(len(self.attempts))))
         elif len(self.turns) != len(self.attempts):
             raise ValueError("a rollout needs one turn index per attempt")
-
-    @property
-    def calls(self) -> list[ToolCall]:
-        return [a for a in self.attempts if isinstance(a, ToolCall)]
-
-    @property
-    def failures(self) -> list[ParseFailure]:
-        return [a for a in self.attempts if isinstance(a, ParseFailure)]
 
     @property
     def n_attempts(self) -> int:

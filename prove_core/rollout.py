@@ -27,14 +27,14 @@ from typing import Any, Protocol
 
 import attrs
 
-from prove_core.model import Example, Message, ToolCall
-from prove_core.parsing import Attempt, ParseFailure
+from prove_core.model import Example, Message
+from prove_core.parsing import Attempt, AttemptViews
 from prove_core.reward import Rollout
 from prove_core.runtime import Environment
 
 
 @attrs.frozen(kw_only=True)
-class PolicyTurn:
+class PolicyTurn(AttemptViews):
     content: str = ""
     attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=tuple)
     raw: str = ""  # the text the policy generated, unparsed (empty for API policies)
@@ -92,14 +92,14 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
         while assistant_turns < limits.max_assistant_turns:
             turn = policy.respond(messages, offered)
             assistant_turns += 1
-            calls = [a for a in turn.attempts if isinstance(a, ToolCall)]
+            calls = turn.calls
             for attempt in turn.attempts:
                 attempts.append(attempt)
                 turn_of.append(assistant_turns - 1)
             if turn.content:
                 prose.append(turn.content)
             messages.append(Message(role="assistant", content=turn.content or None, tool_calls=calls).to_openai())
-            for failure in (a for a in turn.attempts if isinstance(a, ParseFailure)):
+            for failure in turn.failures:
                 messages.append({"role": "user", "content": f"(Your tool call could not be parsed: {failure.message}.)"})
             if not calls:
                 break  # the policy answered in prose: the next user turn follows
