@@ -19,6 +19,11 @@ from prove_core.errors import ConfigError
 from prove_core.model import read_jsonl
 
 
+def prompt_messages(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The prompt of a corpus record (system prompt and first user turn), as OpenAI messages."""
+    return _split(record)[0]
+
+
 def _split(record: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     messages = [_openai(m) for m in record["messages"]]
     first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
@@ -48,8 +53,7 @@ def trl_rows(corpus: Path) -> Iterator[dict[str, Any]]:
 
 def openrlhf_rows(corpus: Path) -> Iterator[dict[str, Any]]:
     for record in read_jsonl(corpus):
-        prompt, _ = _split(record)
-        yield {"id": record["id"], "input": prompt, "tools": record["tools"],
+        yield {"id": record["id"], "input": prompt_messages(record), "tools": record["tools"],
                "label": json.dumps(record["task"], sort_keys=True)}
 
 

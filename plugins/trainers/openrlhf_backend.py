@@ -215,20 +215,15 @@ class OpenRLHFTrainer:
 
 
 def _rows(job: TrainJob) -> Any:
-    """OpenRLHF prompt rows (``prove_core.exporters``) whose label carries the whole example."""
-    import tempfile
-
-    from prove_core.exporters import openrlhf_rows
+    """OpenRLHF prompt rows (the prompt as ``prove_core.exporters`` writes it) whose label carries
+    the whole example."""
+    from prove_core.exporters import prompt_messages
     from prove_core.model import to_json
 
-    examples = job.prompts(job.train)
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "train.jsonl"
-        corpus.write_text("".join(json.dumps(to_json(e), ensure_ascii=False) + "\n" for e in examples))
-        by_id = {e.id: e for e in examples}
-        for row in openrlhf_rows(corpus):
-            yield {"id": row["id"], "input": row["input"],
-                   "label": json.dumps({"example": to_json(by_id[row["id"]])}, sort_keys=True, ensure_ascii=False)}
+    for example in job.prompts(job.train):
+        record = to_json(example)
+        yield {"id": example.id, "input": prompt_messages(record),
+               "label": json.dumps({"example": record}, sort_keys=True, ensure_ascii=False)}
 
 
 def to_json_attrs(value: Any) -> Any:
