@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from prove_core.model import write_atomic
-from prove_core.training import TrainJob, TrainResult, evaluate
+from prove_core.training import TrainJob, TrainResult, evaluate, summarize
 
 from .local import DONE, load, prepare_model, seed_everything, sft_warmup
 
@@ -166,12 +166,9 @@ class TRLTrainer:
                 out["env_mask"].append(mask)
             for name in names:
                 out[f"prove_{name}"] = [r.scores[name].value if r.scores[name].applies else None for r in results]
-            record: dict[str, Any] = {"step": step, "reward/total": statistics.fmean(r.total for r in results),
-                                      "reward/best": statistics.fmean(r.best for r in results)}
-            for name in names:
-                values = [r.scores[name].value for r in results if r.scores[name].applies]
-                if values:
-                    record[f"reward/{name}"] = statistics.fmean(values)
+            means = summarize(results)
+            record: dict[str, Any] = {"step": step, "reward/total": means["total"], "reward/best": means["best"],
+                                      **{f"reward/{name}": value for name, value in means["components"].items()}}
             calls = [len(ep.played.rollout.calls) for ep in episodes]
             record.update({"rollouts": len(results), "calls_per_rollout": statistics.fmean(calls),
                            "generated_tokens": statistics.fmean(sum(ep.recorder.env_mask) for ep in episodes),
