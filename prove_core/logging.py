@@ -29,7 +29,9 @@ def configure(*, json: bool = False, level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # sys.stderr is looked up when a line is logged, not bound now: a caller that swaps it
+        # (click's test runner, pytest's capture) and closes it later must not break later logging
+        logger_factory=lambda *args: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
     # Quiet the libraries we serve through; their INFO lines drown ours.

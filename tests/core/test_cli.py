@@ -110,3 +110,22 @@ def test_log_json_gives_json_lines_with_run_and_session_context(tmp_path):
 def test_log_level_is_validated():
     proc = prove("--log-level", "loud", "plugins")
     assert proc.returncode == 1 and "--log-level" in proc.stderr
+
+
+def test_logging_writes_to_the_current_stderr_not_the_one_at_configure_time(monkeypatch):
+    import io
+
+    import structlog
+
+    from prove_core.logging import configure
+
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure(level="info")
+    log = structlog.get_logger()
+    log.info("to the first stream")
+    first.close()  # as a CLI runner closes its captured stream
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", second)
+    log.info("to the second stream")
+    assert "to the second stream" in second.getvalue()
