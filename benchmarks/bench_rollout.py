@@ -35,7 +35,7 @@ from prove_core.model import Example, from_json, read_jsonl  # noqa: E402
 from prove_core.plugins import Plugins  # noqa: E402
 from prove_core.reward import build_reward  # noqa: E402
 from prove_core.synthesis import synthesize  # noqa: E402
-from prove_core.training import Environments  # noqa: E402
+from prove_core.runtime import Environments  # noqa: E402
 
 SHAPES = {
     "tiny": {"hidden_size": 128, "layers": 2, "heads": 4},

@@ -37,7 +37,7 @@ from prove_core.evaluation import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Example, JsonlWriter, ToolCall, from_json, read_jsonl, to_json
 from prove_core.reward import DEFAULT_COMPONENTS, build_reward
 from prove_core.rollout import Policy, PolicyTurn, RolloutLimits, rollout
-from prove_core.runtime import Environment, ServerRuntime
+from prove_core.runtime import Environments
 
 BEHAVIOURS = ("call", "clarify", "abstain")
 
@@ -189,7 +189,7 @@ class ProveSuite:
         reward = build_reward(RewardConfig(components=components), context.registry, server_options=options)
         efficiency = next(c.component for c in reward.components if c.name == "efficiency")
         limits = RolloutLimits(max_user_turns=cfg.max_user_turns, max_assistant_turns=cfg.max_assistant_turns)
-        envs: dict[tuple[tuple[str, ...], int], Environment] = {}
+        environments = Environments(context.registry, options)
         taken = {b: 0 for b in BEHAVIOURS}
         for example in heldout:
             behaviour = example.task.expected
@@ -198,12 +198,8 @@ class ProveSuite:
             taken[behaviour] += 1
             if not context.wanted(example.id):
                 continue
-            key = (tuple(example.task.servers), example.task.seed)
-            if key not in envs:
-                envs[key] = Environment(ServerRuntime(reward.servers.runtime(s).server, seed=example.task.seed,
-                                                      options=options.get(s)) for s in example.task.servers)
             begin_episode(policy, reference_of(example))
-            played = rollout(policy, example, envs[key], limits=limits)
+            played = rollout(policy, example, environments(example.task), limits=limits)
             result = reward.score(played.rollout)
             yield self._outcome(example, played, result, efficiency.config.beta)
 

@@ -406,4 +406,28 @@ class Environment:
         return runtime.call(session_id, name, arguments)
 
 
-__all__ = ["Environment", "ErrorCode", "ServerRuntime", "Session", "ToolResult"]
+class Environments:
+    """``environments(task)``: an ``Environment`` of the task's servers at the task's seed (with the
+    experiment's seed options), cached; each rollout opens its own session on it."""
+
+    def __init__(self, registry: Any, options: dict[str, Any] | None = None, *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+        self.registry = registry
+        self.options = options or {}
+        self.max_sessions = max_sessions
+        self._cache: dict[tuple[tuple[str, ...], int], Environment] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, task: Any) -> Environment:
+        key = (tuple(task.servers), task.seed)
+        with self._lock:
+            env = self._cache.get(key)
+            if env is None:
+                env = self._cache[key] = Environment([
+                    ServerRuntime(self.registry.load("servers", name), seed=task.seed, options=self.options.get(name),
+                                  max_sessions=self.max_sessions)
+                    for name in task.servers
+                ])
+        return env
+
+
+__all__ = ["Environment", "Environments", "ErrorCode", "ServerRuntime", "Session", "ToolResult"]

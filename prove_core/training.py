@@ -31,7 +31,6 @@ import math
 import random
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -45,36 +44,12 @@ from prove_core.errors import ConfigError, UnknownComponent
 from prove_core.model import Example, from_json, read_jsonl, write_atomic
 from prove_core.reward import Reward, RewardResult, build_reward, instantiate
 from prove_core.rollout import RolloutLimits
-from prove_core.runtime import Environment, ServerRuntime
+from prove_core.runtime import Environment, Environments
 
 log = structlog.get_logger()
 
 
 # -- the contract ------------------------------------------------------------------------------------
-
-
-class Environments:
-    """``environments(task)``: an ``Environment`` of the task's servers at the task's seed (with the
-    experiment's seed options), cached; each rollout opens its own session on it."""
-
-    def __init__(self, registry: Any, options: dict[str, Any] | None = None, *, max_sessions: int = 100_000) -> None:
-        self.registry = registry
-        self.options = options or {}
-        self.max_sessions = max_sessions
-        self._cache: dict[tuple[tuple[str, ...], int], Environment] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, task: Any) -> Environment:
-        key = (tuple(task.servers), task.seed)
-        with self._lock:
-            env = self._cache.get(key)
-            if env is None:
-                env = self._cache[key] = Environment([
-                    ServerRuntime(self.registry.load("servers", name), seed=task.seed, options=self.options.get(name),
-                                  max_sessions=self.max_sessions)
-                    for name in task.servers
-                ])
-        return env
 
 
 class MetricsLog:

@@ -37,7 +37,7 @@ def setup(path: str) -> dict[str, Any]:
     from prove_core.parsing import load_parser
     from prove_core.plugins import get_plugins
     from prove_core.reward import build_reward
-    from prove_core.training import Environments
+    from prove_core.runtime import Environments
 
     data = json.loads(Path(path).read_text())
     registry = get_plugins().registry

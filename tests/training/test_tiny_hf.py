@@ -14,7 +14,7 @@ from prove_core.parsing import load_parser  # noqa: E402
 from prove_core.plugins import Plugins  # noqa: E402
 from prove_core.rollout import rollout  # noqa: E402
 from prove_core.tiny import build_tiny_model, chat_template, corpus_texts, openai_messages, train_tokenizer  # noqa: E402
-from prove_core.training import Environments  # noqa: E402
+from prove_core.runtime import Environments  # noqa: E402
 
 
 @pytest.fixture(scope="module")
