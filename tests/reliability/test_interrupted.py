@@ -70,7 +70,10 @@ def test_synth_killed_at_random_points_loses_and_duplicates_nothing(tmp_path):
 
     killed = config(tmp_path, "killed", cache)
     corpus, drops = tmp_path / "killed" / "synth" / "corpus.jsonl", tmp_path / "killed" / "synth" / "drops.jsonl"
-    points = [("seconds", rng.uniform(0.05, 0.4))] + [("lines", n) for n in sorted(rng.sample(range(1, total), 3))]
+    # Line points come from the first three quarters: the corpus is written in bursts, so a point near
+    # the end can be passed by a run that finishes between two polls.
+    marks = sorted(rng.sample(range(1, total * 3 // 4), 3))
+    points = [("seconds", rng.uniform(0.05, 0.4))] + [("lines", n) for n in marks]
     progress = []
     for kind, at in points:
         proc = synth(killed)
@@ -93,7 +96,8 @@ def test_synth_killed_at_random_points_loses_and_duplicates_nothing(tmp_path):
         assert len(kept) == len(set(kept))
         progress.append(len(kept))
     print("corpus records after each kill:", progress, "of", total)
-    assert progress == sorted(progress) and progress[-1] < total  # never lost what was written; not done yet
+    assert progress == sorted(progress)  # never lost what was written
+    assert any(0 < n < total for n in progress)  # at least one kill landed mid-corpus, so the resume is tested
 
     subprocess.run([sys.executable, "-m", "prove_core.cli", "synth", str(killed), "--no-progress"], env=ENV,
                    check=True, capture_output=True)
@@ -184,7 +188,7 @@ def test_training_killed_at_random_points_resumes_without_losing_or_repeating_a_
             logged = steps_logged()
             assert logged == sorted(set(logged)), logged  # no step twice, even before the resume
 
-    done = subprocess.run([sys.executable, "-m", "prove_core.cli", "train", str(path)], env=ENV,
+    done = subprocess.run([sys.executable, "-m", "prove_core.cli", "train", str(path)], check=False, env=ENV,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "resuming from" in done.stdout and "sft: already done" in done.stdout
