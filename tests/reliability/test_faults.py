@@ -64,7 +64,9 @@ def test_ctrl_c_still_stops_the_fast_path_but_rolls_the_call_back():
 
 
 def test_a_hanging_tool_gets_deadline_exceeded_while_other_sessions_keep_going():
-    rt = ServerRuntime(faulty.server, call_timeout_s=0.5)
+    # Generous deadline: "not queued" is checked by order (the other calls finish while the hung
+    # call is still running), not by a tight timing bound that a loaded CI machine could miss.
+    rt = ServerRuntime(faulty.server, call_timeout_s=2.0)
     hung, other = rt.new_session(), rt.new_session()
     before = rt.state_hash(hung)
     outcome = {}
@@ -77,14 +79,13 @@ def test_a_hanging_tool_gets_deadline_exceeded_while_other_sessions_keep_going()
     worker = threading.Thread(target=call_hang)
     worker.start()
     time.sleep(0.1)
-    started = time.perf_counter()
     for _ in range(20):
         assert not rt.call(other, "move", {"amount": 1.0}).is_error
-    assert time.perf_counter() - started < 0.4  # not queued behind the hung call
+    assert worker.is_alive() and "result" not in outcome  # not queued behind the hung call
     worker.join()
-    assert outcome["result"].code == "DEADLINE_EXCEEDED" and 0.5 <= outcome["seconds"] < 2.0
+    assert outcome["result"].code == "DEADLINE_EXCEEDED" and 2.0 <= outcome["seconds"] < 6.0
     assert rt.state_hash(hung) == before
-    spun = rt.call(hung, "spin", {"seconds": 3})  # CPU-bound in pure Python: cut the same way
+    spun = rt.call(hung, "spin", {"seconds": 10})  # CPU-bound in pure Python: cut the same way
     assert spun.code == "DEADLINE_EXCEEDED" and rt.state_hash(hung) == before
     assert totals(rt, hung)["accounts"] == {"alpha": 100.0, "beta": 100.0}
     assert totals(rt, other)["accounts"] == {"alpha": 80.0, "beta": 120.0}
@@ -115,17 +116,16 @@ def test_faults_over_mcp_are_typed_and_the_server_keeps_serving(timeout):
 
 
 def test_a_hang_over_http_is_cut_at_the_deadline_and_other_sessions_are_served():
-    with serve_faulty(call_timeout=1.0) as served:
+    with serve_faulty(call_timeout=3.0) as served:
         async def main():
             transport = StreamableHttpTransport(served["url"], headers=served["headers"])
             async with Client(transport) as client:
                 hung = asyncio.create_task(client.call_tool_mcp("hang", {"seconds": 60}, meta={"session_id": "hung"}))
                 await asyncio.sleep(0.2)
-                started = time.perf_counter()
                 for _ in range(5):
                     result = await client.call_tool_mcp("move", {"amount": 1.0}, meta={"session_id": "other"})
                     assert not result.is_error
-                others = time.perf_counter() - started
+                others = hung.done()
                 result = await hung
                 assert result.is_error and result.structured_content["code"] == "DEADLINE_EXCEEDED"
                 crashed = await client.call_tool_mcp("crash", {"kind": "system_exit"}, meta={"session_id": "hung"})
@@ -134,7 +134,7 @@ def test_a_hang_over_http_is_cut_at_the_deadline_and_other_sessions_are_served()
                 return others, balances.structured_content
 
         others, balances = asyncio.run(main())
-        assert others < 0.9  # served while the hung call was still running
+        assert others is False  # served while the hung call was still running
         assert balances["accounts"] == {"alpha": 100.0, "beta": 100.0}
         assert served["proc"].poll() is None
 
@@ -222,13 +222,13 @@ def test_at_the_bound_without_eviction_a_new_session_is_a_typed_error_on_both_pa
 
 
 def test_ttl_eviction_under_load_drops_idle_sessions_and_keeps_busy_ones():
-    rt = ServerRuntime(faulty.server, ttl_s=0.3)
+    rt = ServerRuntime(faulty.server, ttl_s=1.0)  # a busy thread paused by a loaded machine must not expire
     idle = [rt.new_session() for _ in range(50)]
     for sid in idle:
         rt.call(sid, "move", {"amount": 1.0})
     busy = [f"busy-{n}" for n in range(4)]
     writes = {sid: 0 for sid in busy}
-    deadline = time.perf_counter() + 1.2
+    deadline = time.perf_counter() + 2.5
 
     def keep_busy(sid):
         while time.perf_counter() < deadline:
