@@ -95,3 +95,43 @@ def test_the_examples_quickstart_is_the_embedded_one():
 
     example = Path(__file__).resolve().parents[2] / "examples" / "quickstart.toml"
     assert load_experiment(str(example)) == load_experiment(None)
+
+
+def _documented(name: str, docs: str) -> bool:
+    """A key is documented when the docs show it in code (`name`, `section.name`, `name.key`), assign
+    it in a TOML example (`name = ...`) or open its table (`[section.name]`, `[[section.name]]`)."""
+    import re
+
+    return bool(re.search(rf"[`.]{re.escape(name)}`|`{re.escape(name)}\.|(^|[\s{{,`]){re.escape(name)} *=|\[{re.escape(name)}\]|"
+                          rf"\.{re.escape(name)}\]", docs, re.M))
+
+
+def test_every_config_key_is_documented():
+    import typing
+    from pathlib import Path
+
+    import attrs
+
+    from prove_core import config
+
+    root = Path(__file__).resolve().parents[2]
+    docs = "\n".join(p.read_text() for p in sorted((root / "docs").glob("*.md"))) + (root / "README.md").read_text()
+    seen, missing = set(), []
+
+    def walk(cls, path):
+        if cls in seen:
+            return
+        seen.add(cls)
+        hints = typing.get_type_hints(cls)
+        for field in attrs.fields(cls):
+            if not _documented(field.name, docs):
+                missing.append(f"{path}.{field.name}")
+            for arg in (hints[field.name], *typing.get_args(hints[field.name])):
+                for kind in (arg, *typing.get_args(arg)):
+                    if attrs.has(kind):
+                        walk(kind, f"{path}.{field.name}")
+
+    walk(config.Experiment, "$")
+    assert len(seen) > 10  # every section was reached
+    assert not missing, f"config keys the docs never mention: {missing}"
+    assert not _documented("stepz", docs)  # the check itself can fail
