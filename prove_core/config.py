@@ -224,6 +224,7 @@ class WarmupConfig:
     batch_size: int = attrs.field(default=8, validator=attrs.validators.gt(0))
     lr: float = attrs.field(default=3e-3, validator=attrs.validators.gt(0))
     max_length: int = attrs.field(default=1024, validator=attrs.validators.gt(0))
+    checkpoint_every: int = attrs.field(default=100, validator=attrs.validators.gt(0))  # steps between resume points
 
 
 @attrs.frozen(kw_only=True)

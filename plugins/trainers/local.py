@@ -6,8 +6,11 @@ training corpus (``prove_core.tiny``), built once into ``<run>/train/base``.
 
 ``sft_warmup`` trains on the assistant turns of the synthesized conversations (the chat template's
 ``{% generation %}`` marks them), computing the output layer only where there is a target, which
-keeps a CPU warm-up of a tiny model to a minute or two. The warm-up is resumable as a whole: a
-finished one is kept in ``<run>/train/sft`` and not redone.
+keeps a CPU warm-up of a tiny model to a minute or two. A finished warm-up is kept in
+``<run>/train/sft`` and not redone; an interrupted one continues from ``<run>/train/sft_resume.pt``
+(weights, optimizer, schedule, sampler state and losses, written atomically every
+``[train.sft] checkpoint_every`` steps), so a resumed warm-up ends with the weights an uninterrupted
+one would have.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ def sft_warmup(job: TrainJob, start: Path) -> Path:
 
     cfg = job.settings.sft
     out = job.out_dir / "sft"
+    resume_file = job.out_dir / "sft_resume.pt"
     if job.settings.resume and (out / DONE).is_file():
         job.echo(f"sft: already done ({out})")
         return out
@@ -101,12 +105,28 @@ def sft_warmup(job: TrainJob, start: Path) -> Path:
     warm = max(1, cfg.steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warm) * max(0.05, 1 - s / cfg.steps))
+    first, losses = 0, []
+    # What a resume point must have been written under to be continued (else the warm-up starts over).
+    settings = {"steps": cfg.steps, "batch_size": cfg.batch_size, "lr": cfg.lr, "max_length": cfg.max_length,
+                "examples": len(data), "seed": job.seed, "start": str(start)}
+    if job.settings.resume and resume_file.is_file():
+        saved = torch.load(resume_file, weights_only=False)
+        if saved["settings"] == settings:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            schedule.load_state_dict(saved["schedule"])
+            rng.setstate(saved["sampler"])
+            torch.set_rng_state(saved["torch_rng"])
+            first, losses = saved["step"], saved["losses"]
+            job.echo(f"sft: resuming at step {first}/{cfg.steps} ({resume_file})")
+        else:
+            job.echo(f"sft: {resume_file} is from different warm-up settings; starting over")
     base = getattr(model, model.base_model_prefix)
     head = model.get_output_embeddings()
     pad = tokenizer.pad_token_id
     model.train()
-    started, losses = time.perf_counter(), []
-    for step in range(cfg.steps):
+    started = time.perf_counter()
+    for step in range(first, cfg.steps):
         batch = rng.sample(data, min(cfg.batch_size, len(data)))
         width = max(len(ids) for ids, _ in batch)
         ids = torch.full((len(batch), width), pad, dtype=torch.long)
@@ -130,8 +150,23 @@ def sft_warmup(job: TrainJob, start: Path) -> Path:
         if (step + 1) % max(1, cfg.steps // 10) == 0 or step + 1 == cfg.steps:
             recent = sum(losses[-10:]) / len(losses[-10:])
             job.echo(f"sft: step {step + 1}/{cfg.steps}  loss {recent:.3f}  ({time.perf_counter() - started:.0f} s)")
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+            _save_resume_point(resume_file, {
+                "step": step + 1, "settings": settings, "model": model.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                "sampler": rng.getstate(), "torch_rng": torch.get_rng_state(), "losses": losses})
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / DONE).write_text(json.dumps({"steps": cfg.steps, "final_loss": losses[-1] if losses else None}))
     (job.out_dir / "sft_loss.json").write_text(json.dumps(losses))
+    (out / DONE).write_text(json.dumps({"steps": cfg.steps, "final_loss": losses[-1] if losses else None}))
+    resume_file.unlink(missing_ok=True)  # the finished warm-up supersedes it
     return out
+
+
+def _save_resume_point(path: Path, state: dict[str, Any]) -> None:
+    """Write the warm-up's resume point so a kill leaves the old one or the new one, never half."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)

@@ -89,3 +89,52 @@ def test_the_policy_trained_is_the_one_evaluated(first_run):
     assert recorded["role"] == "assistant"
     assert (turn.content or None) == recorded["content"] or [c.name for c in turn.attempts if hasattr(c, "name")] == \
         [c["function"]["name"] for c in recorded.get("tool_calls", [])]
+
+
+def test_an_interrupted_warm_up_resumes_to_the_weights_of_an_uninterrupted_one(first_run, tmp_path):
+    import attrs
+    import torch
+
+    from prove_core.model import Example, from_json, read_jsonl
+    from prove_core.training import TrainJob
+    from prove_plugins.trainers.local import load, sft_warmup
+
+    tmp, _, _, _ = first_run
+    exp = experiment(tmp_path, steps=1, sft={"steps": 12, "batch_size": 4, "checkpoint_every": 4})
+    train = [from_json(r, Example) for r in read_jsonl(tmp / "t" / "synth" / "corpus.jsonl")]
+    start = tmp / "t" / "train" / "base"
+
+    def job(name, echo):
+        return TrainJob(experiment=exp, settings=exp.train, train=train, held_out=[], reward=None, registry=None,
+                        environment=None, perturber=None, out_dir=tmp_path / name, metrics=None, echo=echo)
+
+    whole = sft_warmup(job("whole", lambda _: None), start)
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_step_7(line):
+        if line.startswith("sft: step 7/12"):
+            raise Killed
+
+    with pytest.raises(Killed):
+        sft_warmup(job("cut", kill_at_step_7), start)
+    assert (tmp_path / "cut" / "sft_resume.pt").is_file() and not (tmp_path / "cut" / "sft").exists()
+    lines = []
+    resumed = sft_warmup(job("cut", lines.append), start)
+    assert "sft: resuming at step 4/12" in lines[0]
+    assert not any(line.startswith("sft: step 4/12") for line in lines)  # steps 1-4 were not redone
+    assert not (tmp_path / "cut" / "sft_resume.pt").exists()
+    want, got = load(whole)[0].state_dict(), load(resumed)[0].state_dict()
+    assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
+    losses = [json.loads((tmp_path / d / "sft_loss.json").read_text()) for d in ("whole", "cut")]
+    assert losses[0] == losses[1] and len(losses[0]) == 12
+
+    # a resume point written under other settings is not continued
+    with pytest.raises(Killed):
+        sft_warmup(job("other", kill_at_step_7), start)
+    other = attrs.evolve(exp.train, sft=attrs.evolve(exp.train.sft, lr=1e-3))
+    lines = []
+    sft_warmup(attrs.evolve(job("other", lines.append), settings=other), start)
+    assert "different warm-up settings; starting over" in lines[0]
+    assert any(line.startswith("sft: step 1/12") for line in lines)
