@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -122,6 +123,20 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact ends where rounding would blur them
     high = 1.0 if successes == n else min(1.0, centre + half)
     return (low, high)
+
+
+def paired_interval(pairs: Sequence[tuple[float, float]], confidence: float = 0.95, rounds: int = 2000,
+                    seed: int = 0) -> tuple[float, float] | None:
+    """A percentile bootstrap interval of the mean change ``after - before`` over paired values
+    (one pair per task, resampled as pairs); ``None`` with fewer than two pairs."""
+    if len(pairs) < 2:
+        return None
+    changes = [after - before for before, after in pairs]
+    rng = random.Random(seed)
+    n = len(changes)
+    means = sorted(statistics.fmean(rng.choices(changes, k=n)) for _ in range(rounds))
+    cut = (1 - confidence) / 2
+    return (means[int(cut * rounds)], means[min(rounds - 1, int((1 - cut) * rounds))])
 
 
 def summarize(outcomes: Sequence[Mapping[str, Any]], confidence: float) -> dict[str, Any]:

@@ -158,7 +158,8 @@ def summarize(results: Sequence[RewardResult]) -> dict[str, Any]:
 def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, environment: Callable[[Any], Environment],
              limits: RolloutLimits = RolloutLimits(), samples: int = 1, out: Path | None = None,
              max_batch: int = 16) -> dict[str, Any]:
-    """Play every held-out example ``samples`` times and score it: the mean reward per component.
+    """Play every held-out example ``samples`` times and score it: the mean reward per component,
+    and under ``tasks`` the same per example (what the report pairs before and after GRPO).
     A local ``HFPolicy`` plays episodes in batches; any other policy plays them one by one.
     ``out`` receives one JSON line per rollout (transcript and scores)."""
     from prove_core.rollout import rollout
@@ -180,6 +181,9 @@ def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, enviro
                 fh.write(json.dumps({"id": p.rollout.id, "messages": p.messages, "reward": r.to_json()},
                                     ensure_ascii=False, default=str) + "\n")
     summary = summarize(results)
+    summary["tasks"] = {e.id: summarize(results[k * samples:(k + 1) * samples]) for k, e in enumerate(examples)}
+    for task in summary["tasks"].values():
+        del task["rollouts"], task["best"]
     summary["seconds"] = round(time.perf_counter() - started, 2)
     return summary
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prove_core.evaluation import paired_interval
+
 REWARD_PREFIX = "reward/"
 
 
@@ -71,6 +73,15 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
     return paths
 
 
+def _pairs(before: dict[str, Any], after: dict[str, Any], name: str) -> list[tuple[float, float]]:
+    """(before, after) of one component (or the total) for each task scored in both evaluations."""
+    def value(task: dict[str, Any]) -> float | None:
+        return task["total"] if name == "total" else task["components"].get(name)
+
+    pairs = [(value(before[t]), value(after[t])) for t in sorted(set(before) & set(after))]
+    return [(x, y) for x, y in pairs if x is not None and y is not None]
+
+
 def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, *, settings: Any,
                  seconds: float) -> Path:
     series = _series(records)
@@ -80,15 +91,24 @@ def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, 
              f"{settings.group_size} rollouts; KL {settings.kl}; lr {settings.lr}; {seconds} s.", ""]
     if result.before is not None and result.after is not None:
         b, a = result.before, result.after
+        paired = "tasks" in b and "tasks" in a
         lines += ["## Held-out evaluation", "",
                   f"{b['rollouts']} held-out rollouts (tasks never trained on), mean reward per component "
-                  "(each over the tasks it applies to).", "",
-                  "| | before GRPO | after GRPO | change |", "| --- | ---: | ---: | ---: |",
-                  f"| **total** | {b['total']:.3f} | {a['total']:.3f} | {a['total'] - b['total']:+.3f} |"]
-        for name in sorted(set(b["components"]) | set(a["components"])):
-            x, y = b["components"].get(name), a["components"].get(name)
+                  "(each over the tasks it applies to)."
+                  + (f" The interval is a 95% paired bootstrap interval of the change over the "
+                     f"{len(set(b['tasks']) & set(a['tasks']))} tasks: one that contains 0 is within the noise "
+                     "of this many tasks." if paired else ""), "",
+                  f"| | before GRPO | after GRPO | change |{' 95% interval |' if paired else ''}",
+                  f"| --- | ---: | ---: | ---: |{' ---: |' if paired else ''}"]
+        for name in ["total", *sorted(set(b["components"]) | set(a["components"]))]:
+            x, y = (b["total"], a["total"]) if name == "total" else (b["components"].get(name), a["components"].get(name))
             change = f"{y - x:+.3f}" if x is not None and y is not None else ""
-            lines.append(f"| {name} | {'' if x is None else f'{x:.3f}'} | {'' if y is None else f'{y:.3f}'} | {change} |")
+            label = "**total**" if name == "total" else name
+            row = f"| {label} | {'' if x is None else f'{x:.3f}'} | {'' if y is None else f'{y:.3f}'} | {change} |"
+            if paired:
+                interval = paired_interval(_pairs(b["tasks"], a["tasks"], name))
+                row += f" [{interval[0]:+.3f}, {interval[1]:+.3f}] |" if interval else " |"
+            lines.append(row)
         lines += ["", f"Best possible total on these tasks: {a['best']:.3f}.", ""]
     if series.get("total"):
         totals = [v for _, v in series["total"]]

@@ -9,13 +9,28 @@ import pytest
 from prove_core import hookimpl
 from prove_core.config import ModelConfig
 from prove_core.errors import ConfigError, ProveError
-from prove_core.evaluation import Outcome, Reference, build_report, markdown, run_evaluation, wilson, write_report
+from prove_core.evaluation import (Outcome, Reference, build_report, markdown, paired_interval, run_evaluation, wilson,
+                                   write_report)
 from prove_core.model import JsonlWriter, ToolCall
 from prove_core.parsing import ParseFailure
 from prove_core.plugins import Plugins
 from prove_core.policies import OpenAIConfig, OpenAIPolicy, build_policy
 from prove_core.rollout import PolicyTurn
 from tests.eval.conftest import eval_experiment, message
+
+
+def test_paired_interval_brackets_the_mean_change_and_shrinks_with_more_tasks():
+    assert paired_interval([(0.1, 0.6), (0.3, 0.8), (0.0, 0.5)]) == (0.5, 0.5)  # every task changed by +0.5
+    assert paired_interval([(0.2, 0.4)]) is None  # one task: no interval
+    noise = [(0.5, 0.5 + d) for d in (-0.3, 0.2, -0.1, 0.3, -0.2, 0.1)]  # mean change 0
+    low, high = paired_interval(noise)
+    assert low < 0 < high
+    shifted = [(x, y + 0.4) for x, y in noise]
+    assert paired_interval(shifted)[0] > 0  # a clear gain excludes 0
+    # pairing matters: a constant per-task gain over widely varying tasks is certain
+    assert paired_interval([(v, v + 0.1) for v in (0.0, 0.9, 0.2, 0.7)]) == pytest.approx((0.1, 0.1))
+    wide, narrow = paired_interval(noise), paired_interval(noise * 8)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
 
 
 def test_wilson_interval_matches_known_values():

@@ -54,7 +54,9 @@ def test_grpo_runs_with_live_rollouts_and_logs_every_component_every_step(first_
     assert transcript["messages"][0]["role"] == "system" and "components" in transcript["reward"]
     for name in ("report.md", "reward_components.png", "before_after.png"):
         assert (out / name).is_file()
-    assert "| **total** |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| **total** |" in report and "95% interval |" in report
+    assert set(summary["before"]["tasks"]) == set(summary["after"]["tasks"]) and len(summary["after"]["tasks"]) == 2
     assert (out / "final" / "config.json").is_file() and (out / "grpo" / "checkpoint-2").is_dir()
 
 
