@@ -65,7 +65,17 @@ class ToolResult:
 
 def invalid_argument(exc: fastjsonschema.JsonSchemaValueException) -> InvalidArgument:
     path = ".".join(str(p) for p in exc.path[1:]) or "(arguments)"
-    message = exc.message.replace("data.", "", 1) if exc.message.startswith("data.") else exc.message
+    message = exc.message
+    if exc.rule == "additionalProperties" and isinstance(exc.value, dict):
+        # fastjsonschema names the extra keys as a set, whose order changes with every process's
+        # string hashing (a model reading the error would see other text from run to run); name
+        # them sorted, with the keys the tool does take so a caller can correct itself.
+        known = (exc.definition or {}).get("properties", {})
+        extra = sorted(str(k) for k in exc.value if k not in known)
+        where = "" if path == "(arguments)" else f" in {path}"
+        message = (f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}{where}; "
+                   f"accepted: {', '.join(sorted(known)) or 'none'}")
+    message = message.replace("data.", "", 1) if message.startswith("data.") else message
     return InvalidArgument(f"invalid arguments: {message}", reason="SCHEMA_VIOLATION", field=path, rule=exc.rule)
 
 

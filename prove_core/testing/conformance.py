@@ -6,8 +6,9 @@
 - ``schemas``: every tool's parameters are valid JSON Schema (draft 2020-12) of type object,
   closed to unknown keys, with a description on the tool and on every parameter;
 - ``reachable``: every tool has an example that succeeds on a fresh session;
-- ``determinism``: the same seed gives the same ``state_hash`` (also in a fresh process with a
-  different hash seed); another seed gives another state;
+- ``determinism``: the same seed gives the same ``state_hash`` (also in a fresh process); another
+  seed gives another state; two fresh processes with different string-hash seeds get the same
+  results from every tool (examples, unknown keys, no arguments) and end in the same state;
 - ``reset``: after writes, ``reset`` restores the seed state;
 - ``isolation``: writes in one session are invisible to another;
 - ``bad_input``: missing, extra and wrong-typed arguments and an unknown tool give typed errors
@@ -128,20 +129,47 @@ def check_reachable(server: Server, seed: int) -> Check:
     return problems.verdict("reachable", f"all {len(server.tools)} tools succeed on their examples")
 
 
-def _fresh_process_hash(server: Server, seed: int) -> str:
+EXTRA_KEYS = ("zeta_extra", "alpha_extra", "kappa_extra", "beta_extra", "omega_extra", "delta_extra")
+
+
+def call_digests(server: Server, seed: int) -> dict[str, str]:
+    """A digest per tool of what it returns on a fresh session: each example, the example with
+    unknown keys added and the call with no arguments, then the session's end state. Two
+    processes must agree on it whatever their string-hash seed (set order, ``hash()``)."""
+    import hashlib
+
+    rt = ServerRuntime(server)
+    digests = {"(seed state)": rt.state_hash(rt.new_session(seed=seed))}
+    for name in sorted(server.tools):
+        tool = server.tools[name]
+        sid = rt.new_session(seed=seed)
+        outcomes = []
+        for index in range(len(tool.examples)):
+            args = example_at(tool, rt, sid, index)
+            for call in (args, {**args, **dict.fromkeys(EXTRA_KEYS, 1)}, {}):
+                result = rt.call(sid, name, call)
+                outcomes.append([result.is_error, result.structured])
+        outcomes.append(rt.state_hash(sid))
+        rt.close(sid)
+        digests[name] = hashlib.sha256(json.dumps(outcomes, sort_keys=True, default=str).encode()).hexdigest()
+    return digests
+
+
+def _in_fresh_process(server: Server, seed: int, hash_seed: int) -> dict[str, str]:
     module = server.seed_fn.__module__
     code = (
-        "import importlib, sys\n"
+        "import importlib, json\n"
+        "from prove_core.testing.conformance import call_digests\n"
         "from prove_core.toolkit.server import Server\n"
         f"mod = importlib.import_module({module!r})\n"
         f"srv = next(v for v in vars(mod).values() if isinstance(v, Server) and v.name == {server.name!r})\n"
-        f"print(srv.build_state({seed}).state_hash())\n"
+        f"print(json.dumps(call_digests(srv, {seed})))\n"
     )
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(f"fresh process failed: {out.stderr.strip().splitlines()[-1:]}")
-    return out.stdout.strip()
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def check_determinism(server: Server, seed: int) -> Check:
@@ -152,12 +180,17 @@ def check_determinism(server: Server, seed: int) -> Check:
     if server.build_state(seed + 1).state_hash() == first:
         problems.append(f"seeds {seed} and {seed + 1} give the same state")
     try:
-        other = _fresh_process_hash(server, seed)
-        if other != first:
-            problems.append(f"another process computes {other[:12]} instead of {first[:12]}")
+        # Two fresh processes with different string-hash seeds play the same calls.
+        one, two = (_in_fresh_process(server, seed, hash_seed) for hash_seed in (12345, 54321))
+        if one["(seed state)"] != first:
+            problems.append(f"another process computes {one['(seed state)'][:12]} instead of {first[:12]}")
+        differ = [key for key in one if one[key] != two.get(key)]
+        if differ:
+            problems.append(f"results differ between processes with other hash seeds: {', '.join(differ[:8])}")
     except Exception as exc:  # noqa: BLE001 - reported as a failed check
         problems.append(str(exc))
-    return problems.verdict("determinism", f"seed {seed} -> {first[:12]} in this and a fresh process")
+    return problems.verdict("determinism", f"seed {seed} -> {first[:12]} in this and two fresh processes, "
+                                           f"and every tool's results the same in both")
 
 
 def _run_all_examples(rt: ServerRuntime, sid: str) -> int:

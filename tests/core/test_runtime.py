@@ -63,6 +63,14 @@ def test_schema_violations_are_invalid_argument(rt, args, field):
     assert result.code == "INVALID_ARGUMENT" and result.error["details"]["field"] == field
 
 
+def test_unknown_keys_are_named_in_sorted_order(rt):
+    """Not in set order, which changes with each process's string hashing: a model reading the
+    error would see other text from one run to the next."""
+    result = rt.call(rt.new_session(), "spend", {"wallet_id": "x", "amount": 1.0, "zeta": 1, "alpha": 2, "mid": 3})
+    assert result.error["message"] == ("invalid arguments: unknown keys 'alpha', 'mid', 'zeta'; "
+                                       "accepted: amount, wallet_id")
+
+
 def test_enum_is_enforced(rt):
     assert rt.call("s", "list_wallets", {"kind": "secret"}).code == "INVALID_ARGUMENT"
     assert not rt.call("s", "list_wallets", {"kind": "business"}).is_error
