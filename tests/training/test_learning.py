@@ -26,6 +26,8 @@ def test_grpo_raises_the_held_out_reward_over_the_sft_model(tmp_path):
     summary = run_experiment_from(experiment, lines)
     result = summary["stages"]["train"]
     before, after = result["before"], result["after"]
+    print(f"held-out mean reward {before['total']:.3f} -> {after['total']:.3f}; components before "
+          f"{before['components']}, after {after['components']}")
     assert before["rollouts"] == after["rollouts"] == HELD_OUT * 2
     assert before["components"]["validity"] > 0.1, "the SFT warm-up should give a model that calls tools"
     assert after["total"] > before["total"], "\n".join(lines)
