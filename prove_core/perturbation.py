@@ -88,8 +88,11 @@ class PerturbationContext:
         return None
 
     def foreign_tools(self, servers: list[str]) -> list[tuple[str, ToolSpec]]:
-        """(server, spec) of every tool of the registered servers outside ``servers``, sorted."""
+        """(server, spec) of every tool of the registered servers outside ``servers``, sorted;
+        benchmark environments (``Server.benchmark``) are left out, so installing an evaluation
+        package neither changes a corpus nor shows a model a benchmark's tools in training."""
         return [(name, spec) for name in sorted(self.server_names()) if name not in servers
+                and not getattr(self.registry.load("servers", name), "benchmark", False)
                 for spec in sorted(self.tools(name), key=lambda s: s.name)]
 
 

@@ -128,6 +128,11 @@ class Server:
         self.version = version
         self.tools: dict[str, ToolDef] = {}
 
+    # A benchmark environment (BFCL's backends, τ²'s domains) is for held-out evaluation only:
+    # training material never borrows its tools (no distractors from it), so a model is not shown
+    # a benchmark's tool schemas before it is scored on them.
+    benchmark: bool = False
+
     def __repr__(self) -> str:
         return f"<Server {self.name} ({len(self.tools)} tools)>"
 

@@ -127,6 +127,23 @@ def test_benchmark_servers_are_listed_through_the_entry_point_and_can_be_left_ou
     assert not any(n.startswith(("bfcl_", "tau2_")) for n in names(PROVE_BLOCK_PLUGINS="benchmarks"))
 
 
+def test_benchmark_environments_never_become_distractors(bfcl, tau2):
+    """Training material must not show a model a benchmark's tools, and installing an evaluation
+    package must not change a corpus: the distractor pool leaves benchmark servers out."""
+    from prove_core.perturbation import PerturbationContext
+    from prove_core.plugins import Plugins
+
+    full = Plugins().load()  # entry points included: the benchmark servers are registered
+    assert {"bfcl_travel_booking", "tau2_airline"} <= set(full.registry.names("servers"))
+    assert full.registry.load("servers", "bfcl_travel_booking").benchmark
+    assert full.registry.load("servers", "tau2_airline").benchmark
+    pool = {server for server, _ in PerturbationContext(full.registry).foreign_tools(["banking"])}
+    bundled = {server for server, _ in PerturbationContext(Plugins().load(autoload=False).registry)
+               .foreign_tools(["banking"])}
+    assert len(bundled) == 19 and bundled <= pool
+    assert not any(name.startswith(("bfcl_", "tau2_")) for name in pool), pool
+
+
 def test_prove_eval_cli_writes_the_report(bfcl, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "eval", "--benchmark", "bfcl", "--model", "oracle",
                            "--model", "no_call", "--limit", "2", "--out", str(tmp_path), "--json"],
