@@ -182,8 +182,6 @@ def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, enviro
                                     ensure_ascii=False, default=str) + "\n")
     summary = summarize(results)
     summary["tasks"] = {e.id: summarize(results[k * samples:(k + 1) * samples]) for k, e in enumerate(examples)}
-    for task in summary["tasks"].values():
-        del task["rollouts"], task["best"]
     summary["seconds"] = round(time.perf_counter() - started, 2)
     return summary
 

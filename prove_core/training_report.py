@@ -73,12 +73,14 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
     return paths
 
 
+def _value(summary: dict[str, Any], name: str) -> float | None:
+    """``name``'s mean in an evaluation summary (``training.summarize``): the total or a component."""
+    return summary["total"] if name == "total" else summary["components"].get(name)
+
+
 def _pairs(before: dict[str, Any], after: dict[str, Any], name: str) -> list[tuple[float, float]]:
     """(before, after) of one component (or the total) for each task scored in both evaluations."""
-    def value(task: dict[str, Any]) -> float | None:
-        return task["total"] if name == "total" else task["components"].get(name)
-
-    pairs = [(value(before[t]), value(after[t])) for t in sorted(set(before) & set(after))]
+    pairs = [(_value(before[t], name), _value(after[t], name)) for t in sorted(set(before) & set(after))]
     return [(x, y) for x, y in pairs if x is not None and y is not None]
 
 
@@ -101,7 +103,7 @@ def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, 
                   f"| | before GRPO | after GRPO | change |{' 95% interval |' if paired else ''}",
                   f"| --- | ---: | ---: | ---: |{' ---: |' if paired else ''}"]
         for name in ["total", *sorted(set(b["components"]) | set(a["components"]))]:
-            x, y = (b["total"], a["total"]) if name == "total" else (b["components"].get(name), a["components"].get(name))
+            x, y = _value(b, name), _value(a, name)
             change = f"{y - x:+.3f}" if x is not None and y is not None else ""
             label = "**total**" if name == "total" else name
             row = f"| {label} | {'' if x is None else f'{x:.3f}'} | {'' if y is None else f'{y:.3f}'} | {change} |"

@@ -152,7 +152,8 @@ def sft_warmup(job: TrainJob, start: Path) -> Path:
             job.echo(f"sft: step {step + 1}/{cfg.steps}  loss {recent:.3f}  ({time.perf_counter() - started:.0f} s)")
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
             _save_resume_point(resume_file, {
-                "step": step + 1, "settings": settings, "model": model.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                "step": step + 1, "settings": settings, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
                 "sampler": rng.getstate(), "torch_rng": torch.get_rng_state(), "losses": losses})
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
