@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
+import cattrs.gen
 
 from prove_core.errors import ProveError
 
@@ -47,11 +48,16 @@ class ToolCall:
 
 @attrs.frozen(kw_only=True)
 class Message:
+    """One chat message. ``mistake`` marks an assistant turn that is deliberately wrong (a call
+    the schema rejects, kept so the data shows the recovery that follows): exporters keep it out
+    of the training loss. It is written to JSON only when set."""
+
     role: Role
     content: str | None = None
     tool_calls: list[ToolCall] = attrs.field(factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+    mistake: bool = False
 
     def to_openai(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -111,6 +117,8 @@ _converter = cattrs.Converter(forbid_extra_keys=True)
 # them through instead of walking every nested value (the walk dominated corpus writing).
 _JSON_SHAPES = (dict[str, Any], list[dict[str, Any]])
 _converter.register_unstructure_hook_func(lambda t: t in _JSON_SHAPES, lambda value: value)
+_converter.register_unstructure_hook(Message, cattrs.gen.make_dict_unstructure_fn(
+    Message, _converter, mistake=cattrs.gen.override(omit_if_default=True)))
 
 
 def to_json(obj: Any) -> dict[str, Any]:

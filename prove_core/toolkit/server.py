@@ -34,6 +34,11 @@ from prove_core.toolkit.state import State
 ENTITY_KEY = "x-prove-entity"
 
 Example = Mapping[str, Any] | Callable[[State], Mapping[str, Any]]
+# How users ask for a tool (``prove_core.toolkit.phrasing``): templates with ``{param}`` slots, or a
+# callable that picks templates from the call's arguments (``lambda a: ... if a["frozen"] else ...``).
+Asks = Sequence[str] | Callable[[Mapping[str, Any]], Sequence[str]]
+# A realistic value for a parameter, drawn per call: ``(rng, state) -> value``.
+ValueSource = Callable[[random.Random, State], Any]
 
 
 def ref(entity: str, description: str, **field_kwargs: Any) -> FieldInfo:
@@ -89,6 +94,8 @@ class ToolDef:
     fn: Callable[..., Any]
     validate: Callable[[dict[str, Any]], dict[str, Any]]
     examples: tuple[Example, ...] = ()
+    asks: Asks = ()
+    values: Mapping[str, ValueSource] = attrs.field(factory=dict)
 
     @property
     def name(self) -> str:
@@ -157,11 +164,17 @@ class Server:
         mutates: Sequence[str] = (),
         errors: Sequence[str] = (),
         examples: Sequence[Example] = (),
+        asks: Asks = (),
+        values: Mapping[str, ValueSource] | None = None,
         name: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a tool. ``errors`` lists the reasons it can fail with, for the
         catalog; ``examples`` are arguments valid on a fresh seed state (dicts, or callables that
-        compute them from the state), used by the conformance kit to reach every tool."""
+        compute them from the state), used by the conformance kit to reach every tool.
+
+        For synthesis: ``asks`` are the ways a user asks for this tool, in their own words, with
+        ``{param}`` slots (see ``prove_core.toolkit.phrasing``); ``values`` draw realistic values
+        for parameters a user chooses freely (a payee's name, an amount), per call."""
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             tool_name = name or fn.__name__
@@ -187,7 +200,8 @@ class Server:
                 errors=tuple(errors),
             )
             self.tools[tool_name] = ToolDef(
-                spec=spec, fn=fn, validate=fastjsonschema.compile(parameters), examples=tuple(examples)
+                spec=spec, fn=fn, validate=fastjsonschema.compile(parameters), examples=tuple(examples),
+                asks=asks if callable(asks) else tuple(asks), values=dict(values or {}),
             )
             return fn
 

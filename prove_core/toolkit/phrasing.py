@@ -1,0 +1,125 @@
+"""How users ask for a tool: phrasing templates and realistic values, declared on the tool.
+
+A server author writes, beside a tool's examples, the ways a person would ask for it::
+
+    @bank.tool(
+        ...,
+        asks=("move ${amount} from {from_account_id} to {to_account_id}",
+              "transfer ${amount} out of {from_account_id} into {to_account_id}",
+              "put ${amount} from {from_account_id} into {to_account_id}"),
+        values={"amount": lambda rng, s: float(rng.choice((25, 40, 60, 120, 250)))},
+    )
+
+Templates are verb phrases in the user's words; synthesis wraps them in a persona's sentence
+("Could you please {task}?"). The rules, checked for every bundled server by the tests and for
+any server by ``check_phrasings``:
+
+- a ``{slot}`` names a parameter of the tool;
+- every required parameter that is not an entity reference (``ref(...)``) has a slot: the user
+  states the values the call needs. Entity references may stay out of a template: the user
+  names them in a context sentence, or they come from an earlier result ("then freeze it");
+- optional parameters appear in some templates: synthesis includes an optional argument only
+  when the chosen template mentions it, so the user has said every value the call carries;
+- the text outside slots never spells out a tool or parameter name (no ``snake_case`` words);
+- ``asks`` may be a callable of the call's arguments returning the templates, for wording that
+  depends on a value (``"freeze {card_id}"`` vs ``"unfreeze {card_id}"``).
+
+``values`` draw a realistic value per call for parameters the user chooses freely (a new
+payee's name, an amount, a meeting title): ``(rng, state) -> value``, checked to pass the
+tool's schema and to vary.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from collections.abc import Mapping
+from typing import Any
+
+from prove_core.toolkit.server import ENTITY_KEY, ToolDef
+
+MIN_TEMPLATES = 3
+_IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+
+
+def slots(template: str) -> list[str]:
+    """The ``{param}`` slot names of a template, in order."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+
+
+def templates(tool: ToolDef, args: Mapping[str, Any]) -> list[str]:
+    """The templates of ``tool`` for a call with ``args`` (empty when it declares none)."""
+    asks = tool.asks
+    found = asks(args) if callable(asks) else asks
+    return [t for t in found if isinstance(t, str)]
+
+
+def fill(template: str, rendered: Mapping[str, str]) -> str:
+    """The template with every slot replaced by its rendered value."""
+    return template.format_map(dict(rendered))
+
+
+def required_values(tool: ToolDef) -> set[str]:
+    """Required parameters a template must mention: all but entity references."""
+    params = tool.spec.parameters
+    props = params.get("properties", {})
+    return {p for p in params.get("required", []) if ENTITY_KEY not in props.get(p, {})}
+
+
+def check_template(tool: ToolDef, template: str) -> list[str]:
+    """What is wrong with one template of ``tool`` (empty when nothing is)."""
+    where = f"{tool.name}: {template!r}"
+    try:
+        named = slots(template)
+    except ValueError as exc:
+        return [f"{where}: {exc}"]
+    props = tool.spec.parameters.get("properties", {})
+    problems = [f"{where}: slot {{{name}}} is not a parameter" for name in named if name not in props]
+    missing = sorted(required_values(tool) - set(named))
+    if missing:
+        problems.append(f"{where}: does not mention required {missing}")
+    prose = re.sub(r"\{[^}]*\}", " ", template)
+    spelled = [w for w in _IDENTIFIER.findall(prose)]
+    if spelled:
+        problems.append(f"{where}: spells out identifiers {spelled} (write what a user would say)")
+    if not prose.strip():
+        problems.append(f"{where}: has no words around its slots")
+    return problems
+
+
+def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state: Any) -> list[str]:
+    """Problems with a tool's ``asks`` and ``values``: templates for each example's arguments
+    (at least ``MIN_TEMPLATES`` over all of them), and values that pass the schema and vary."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for args in example_args or [{}]:
+        try:
+            found = templates(tool, args)
+        except Exception as exc:  # noqa: BLE001 - a broken callable is reported, not raised
+            problems.append(f"{tool.name}: asks({dict(args)}) raised {exc!r}")
+            continue
+        for template in found:
+            if template not in seen:
+                seen.add(template)
+                problems += check_template(tool, template)
+    if len(seen) < MIN_TEMPLATES:
+        problems.append(f"{tool.name}: {len(seen)} phrasings; write at least {MIN_TEMPLATES}")
+    props = tool.spec.parameters.get("properties", {})
+    base = dict(example_args[0]) if example_args else {}
+    for param, source in tool.values.items():
+        if param not in props:
+            problems.append(f"{tool.name}: values names {param!r}, which is not a parameter")
+            continue
+        drawn = []
+        for i in range(20):
+            try:
+                value = source(random.Random(i), state)
+                tool.validate({**base, param: value})
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"{tool.name}: values[{param!r}] gave an invalid value: {exc}")
+                break
+            drawn.append(repr(value))
+        if len(drawn) == 20 and len(set(drawn)) < 3:
+            problems.append(f"{tool.name}: values[{param!r}] gave {len(set(drawn))} distinct values in 20 draws")
+    return problems
