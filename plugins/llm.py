@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import urllib.error
 import urllib.request
@@ -209,9 +210,11 @@ class LLMTeacher(ProgrammaticTeacher):
         return fallback
 
     def user_request(self, intents: list[str], persona: str, minimal: bool, follow_up: bool, rng: Any,
-                     values: tuple[Any, ...] = ()) -> str:
-        fallback = super().user_request(intents, persona, minimal, follow_up, rng, values)
-        mentioned = [render_value(v) for v in values]
+                     values: tuple[Any, ...] = (), context: tuple[str, ...] = ()) -> str:
+        fallback = super().user_request(intents, persona, minimal, follow_up, rng, values, context)
+        # every value the user gives must be in the message, as the calls will carry it
+        mentioned = [self.render_value(x, {}, random.Random(0)) for v in values for x in (v if isinstance(v, list) else [v])]
+        intents = [*intents, *(f"(about {c})" for c in context)]
         prompt = USER_PROMPT.format(
             persona=("terse" if minimal else persona) + (", continuing the conversation" if follow_up else ""),
             intents="; ".join(intents),

@@ -4,13 +4,15 @@
   random places in the list;
 - ``enum_stripping`` (30%): ``enum`` lists are removed from every offered tool's parameters;
 - ``irrelevance`` (5%): the offered tools are replaced by tools of other servers, none of which
-  can answer; the expected behaviour becomes ``abstain`` (no call);
-- ``hidden_tool`` (10%; the paper gives no rate): a tool the ground truth needs is removed from
-  the offered tools; the expected behaviour becomes ``clarify`` when the hidden tool is a
-  read-only lookup (the user can supply what it would have found) and ``abstain`` otherwise.
+  can answer; the expected behaviour becomes ``abstain`` (no call) and the assistant declines;
+- ``hidden_tool`` (10%; the paper gives no rate): the tool the *first request* starts with is
+  removed from the offered tools, so that request cannot be done as asked. The expected behaviour
+  is ``clarify`` when the hidden tool is a read-only lookup whose result a later call of the
+  request needs (the assistant asks the user for what it would have found) and ``abstain``
+  otherwise (the assistant declines, naming what it cannot do).
 
-The last two drop the example's assistant turns (what is left is the prompt) and its
-ground-truth calls. Each records what it changed in ``task.meta["perturbations"]``.
+The last two keep the prompt (system and first user turn), drop the ground-truth calls and end
+with the assistant's written reply. Each records what it changed in ``task.meta["perturbations"]``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Literal
 import attrs
 
 from prove_core import hookimpl
-from prove_core.model import Example
+from prove_core.model import Example, Message
 from prove_core.perturbation import PerturbationContext, prompt_only, record, tool_name
 
 
@@ -152,8 +154,9 @@ class Irrelevance:
         count = min(rng.randint(self.config.min_tools, self.config.max_tools), len(pool))
         chosen = rng.sample(pool, count)
         task = attrs.evolve(example.task, calls=[], expected="abstain")
+        reply = Message(role="assistant", content=context.teacher.decline(sorted({s for s, _, _ in chosen}), rng))
         changed = attrs.evolve(example, tools=[_as_offered(spec, public) for _, spec, public in chosen],
-                               messages=prompt_only(example), task=task)
+                               messages=[*prompt_only(example), reply], task=task)
         return record(changed, {"name": self.name, "removed_tools": [tool_name(t) for t in example.tools],
                                 "offered": [f"{s}.{spec.name}" for s, spec, _ in chosen],
                                 "dropped_calls": [c.id for c in example.task.calls], "expected": "abstain"})
@@ -165,7 +168,8 @@ class HiddenToolConfig:
 
 
 class HiddenTool:
-    """Removes a tool the ground truth needs: expected behaviour clarify (a lookup) or abstain."""
+    """Removes the tool the first request starts with: the assistant asks for what that lookup
+    would have found (clarify) or declines, naming what it cannot do (abstain)."""
 
     name = "hidden_tool"
     Config = HiddenToolConfig
@@ -177,22 +181,65 @@ class HiddenTool:
     def apply(self, example: Example, rng: random.Random, context: PerturbationContext) -> Example | None:
         task = example.task
         offered = {tool_name(t) for t in example.tools}
-        needed = sorted({c.tool for c in task.calls} & offered)
-        if task.expected != "call" or not needed:
+        first = first_request_calls(example)
+        if task.expected != "call" or not first or first[0].tool not in offered:
             return None
-        hidden = rng.choice(needed)
+        hidden = first[0]  # every other call of the request depends on what comes before it
+        spec = context.spec(task.servers, hidden.tool)
+        needs = _needed_entity(first, hidden, task.servers, context, example)
         expected = self.config.expect
         if expected == "auto":
-            spec = context.spec(task.servers, hidden)
-            expected = "clarify" if spec is not None and spec.annotations.read_only else "abstain"
+            expected = "clarify" if spec is not None and spec.annotations.read_only and needs else "abstain"
+        local = hidden.tool
+        for server in task.servers:
+            if len(task.servers) > 1 and local.startswith(f"{server}_"):
+                local = local[len(server) + 1:]
+        capability = local.replace("_", " ")
+        teacher = context.teacher
+        text = teacher.ask_instead(capability, needs or "item", rng) if expected == "clarify" else \
+            teacher.unavailable(capability, rng)
         changed = attrs.evolve(
             example,
-            tools=[t for t in example.tools if tool_name(t) != hidden],
-            messages=prompt_only(example),
+            tools=[t for t in example.tools if tool_name(t) != hidden.tool],
+            messages=[*prompt_only(example), Message(role="assistant", content=text)],
             task=attrs.evolve(task, calls=[], expected=expected),
         )
-        return record(changed, {"name": self.name, "tool": hidden, "expected": expected,
+        return record(changed, {"name": self.name, "tool": hidden.tool, "expected": expected,
+                                "request_calls": [c.id for c in first],
                                 "dropped_calls": [c.id for c in task.calls]})
+
+
+def first_request_calls(example: Example) -> list[Any]:
+    """The ground-truth calls the first user request asks for (``meta["turns"][0]``; without
+    it, the calls made before the second user turn)."""
+    turns = example.task.meta.get("turns")
+    by_id = {c.id: c for c in example.task.calls}
+    if turns:
+        return [by_id[i] for i in turns[0] if i in by_id]
+    names: list[str] = []
+    users = 0
+    for message in example.messages:
+        users += message.role == "user"
+        if users > 1:
+            break
+        names += [c.name for c in message.tool_calls]
+    return [c for c in example.task.calls if c.tool in names][: len(names)]
+
+
+def _needed_entity(first: list[Any], hidden: Any, servers: list[str], context: PerturbationContext,
+                   example: Example) -> str | None:
+    """The entity a later call of the request takes from the hidden call's result (what the
+    user would have to supply), or None when nothing depends on it."""
+    said = " ".join(m.content or "" for m in example.messages if m.role == "user")
+    for call in first[1:]:
+        if hidden.id not in call.depends_on:
+            continue
+        spec = context.spec(servers, call.tool)
+        for param, entity in (spec.entity_params().items() if spec is not None else ()):
+            value = call.arguments.get(param)
+            if isinstance(value, str) and value not in said:
+                return entity
+    return None
 
 
 PERTURBATIONS = (Irrelevance, HiddenTool, Distractors, EnumStripping)

@@ -89,12 +89,15 @@ class MachineConfig:
 
     strata: dict[str, float] = attrs.field(factory=lambda: {"complete": 0.6, "missing": 0.2, "minimal": 0.2})
     user_turns: list[int] = attrs.field(factory=lambda: [2, 3])  # user turns per conversation, chosen uniformly
-    retry_rate: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    retry_rate: float = attrs.field(default=0.05, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     optional_arg_rate: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     give_up_on_failure: bool = True  # after a business-rule failure, report it and stop
-    # Share of conversations that keep a business-rule failure (and the assistant giving up);
-    # in the others the sampler's alternatives are tried until the call succeeds.
-    failure_rate: float = attrs.field(default=0.15, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # Share of business-rule failures kept in the conversation; in the others the user's request
+    # is one that succeeds (other values they could have asked for are tried first).
+    failure_rate: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # Of the kept failures, the share recovered: the assistant explains, the user corrects a value,
+    # the retry succeeds; the others end with the assistant giving up gracefully.
+    recovery_rate: float = attrs.field(default=0.6, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     alternatives: int = attrs.field(default=25, validator=attrs.validators.ge(0))  # candidates tried per value
 
     @strata.validator
@@ -134,6 +137,9 @@ class SynthConfig:
 
     examples: int = attrs.field(default=200, validator=attrs.validators.gt(0))  # call conversations to keep
     seed: int = 0
+    # worlds per server: conversations are drawn from the server's seeds seed, seed+1, ...,
+    # seed+seeds-1 (each example records its own), so a corpus does not start from one world
+    seeds: int = attrs.field(default=8, validator=[attrs.validators.gt(0), attrs.validators.le(1000)])
     labeller: str = "schema"
     extractor: str = "chains"
     sampler: str = "live"

@@ -3,19 +3,26 @@
 One conversation walks five groups of states:
 
 - **query** — pick a stratum (complete 60% / missing a required value 20% / minimal 20%) and a
-  persona; the user asks for the first part of the chain;
+  persona; the user asks for the first part of the chain, in the words of the tool's ``asks``
+  phrasings, naming entities as people do (a name, "the checking account ending 4821") with the
+  id they copied from their app;
 - **turn** — the assistant answers a user turn: a clarification question when a value is
-  missing, else the next tool call;
-- **tool execution** — the call runs on a live session; the outcome is classified
-  ``success`` / ``partial`` (no error, empty result) / ``failure``; recovery is a retry with
-  corrected arguments, a switch to another tool, or giving up gracefully;
+  missing (the user answers, then the calls follow), else the next tool call;
+- **tool execution** — the call runs on a live session; the outcome is ``success`` /
+  ``partial`` (no error, empty result) / ``failure``. A failure comes from the world (a business
+  rule on the live state) and is recovered the way the paper describes: the assistant explains
+  it and the user corrects a value (a retry with corrected parameters), or the assistant gives
+  up gracefully with an explanation;
 - **response** — the assistant reports the results of the turn in words;
-- **continuation** — end, a follow-up user turn with the next part of the chain, or a
-  clarification answer; 2–3 user turns in all.
+- **continuation** — a follow-up user turn with the next part of the chain, or a clarification
+  answer; 2–3 user turns in all (a recovery adds one).
 
-Calls come from the chain and live state, never from the teacher: ids flow from earlier
-results, other values come from sampled entities (which the user mentions) or from the tool's
-own example arguments. The teacher only writes the text.
+Calls come from the chain and live state, never from the teacher: ids flow from earlier results,
+other values are drawn per call (the tool's ``values`` sources, its examples, or values of the
+same field in the live state). Every value a call carries was said by the user or returned by an
+earlier call; when an earlier result offers several candidates, the user says which one
+("the savings account ending 1234"), and an entity the user named is never swapped for another.
+The teacher only writes the text.
 """
 
 from __future__ import annotations
@@ -27,30 +34,41 @@ from typing import Any
 import attrs
 
 from prove_core.config import STRATA, MachineConfig
-from prove_core.graph import Chain, as_argument, flow_values, flowing_values
+from prove_core.graph import Chain, as_argument, flow_values, flowing_values, schema_hash
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.runtime import Environment, ToolResult
 from prove_core.testing.conformance import example_at
-from prove_core.toolkit.server import ToolDef
+from prove_core.toolkit.phrasing import slots, templates
+from prove_core.toolkit.server import ENTITY_KEY, ToolDef
 from prove_core.validation import SCHEMA_CODES
 
+REDRAWS = 6  # fresh value draws tried when a drawn value is rejected by the tool's schema
+REPLANS = 3  # fresh phrasings and values tried when a request was incomplete or incoherent
+# Failures that say the request was wrong, not the world: never kept (the user would not ask so).
+SELF_INFLICTED = {"INVALID_ARGUMENT", "UNKNOWN_TOOL", "NOT_FOUND"}
 
 
 @attrs.define
 class Step:
-    """One planned call: where each argument comes from."""
+    """One planned call: where each argument comes from, and what happened when it ran."""
 
     id: str
     tool: ToolDef
     public_name: str
     runtime: Any  # the ServerRuntime serving this tool
-    fixed: dict[str, Any] = attrs.field(factory=dict)  # values the user states (sampled or example)
-    alternatives: dict[str, list[str]] = attrs.field(factory=dict)  # other usable ids per parameter
+    fixed: dict[str, Any] = attrs.field(factory=dict)  # values the user states
+    alternatives: dict[str, list[Any]] = attrs.field(factory=dict)  # other values the user could state
     refs: dict[str, tuple[int, str]] = attrs.field(factory=dict)  # param -> (earlier step index, entity)
+    template: str | None = None  # the user's phrasing of this step
     args: dict[str, Any] = attrs.field(factory=dict)  # resolved at execution
     result: ToolResult | None = None
-    flawed: dict[str, Any] | None = None  # a rejected first attempt (retry data)
+    records: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # param -> the entity record it names
+    described: set[str] = attrs.field(factory=set)  # flowed refs the user must single out
+    flawed: dict[str, Any] | None = None  # a schema-rejected first attempt (marked a mistake)
     flawed_result: ToolResult | None = None
+    failed: tuple[dict[str, Any], ToolResult] | None = None  # a failed attempt the user corrected
+    corrected: str | None = None  # the parameter the user corrected
+    first_ask: tuple[Any, dict[str, Any] | None] | None = None  # its value and record before the correction
 
 
 @attrs.frozen(kw_only=True)
@@ -59,7 +77,7 @@ class Drafted:
     clarification: Example | None
     stratum: str
     chain: str
-    outcome: str  # "completed" or "gave_up"
+    outcome: str  # "completed", "recovered" or "gave_up"
 
 
 def used(step: Any) -> set[str]:
@@ -70,73 +88,173 @@ def used(step: Any) -> set[str]:
     return {v for v in out if isinstance(v, str)}
 
 
+def _entity(tool: ToolDef, param: str) -> str | None:
+    return tool.spec.parameters.get("properties", {}).get(param, {}).get(ENTITY_KEY)
+
+
+def _scalar(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+
 class ConversationMachine:
     def __init__(self, env: Environment, teacher: Any, config: MachineConfig, *, seed: int = 0) -> None:
         self.env = env
         self.teacher = teacher
         self.config = config
         self.seed = seed
+        self.max_error_rate = 0.3  # the replay's drop threshold: kept failures stay within it
         # One server, or several mounted together (tool names then carry `<server>_` prefixes,
         # exactly as `prove serve a b` publishes them); a mounted group shares one seed.
         self.servers = sorted(env.runtimes)
         self.task_seed = next(iter(env.runtimes.values())).seed
         self.tools_openai = [s.to_openai() for s in env.specs()]
-        self._example_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.schema_hash = schema_hash(env.specs())
+        self._examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._field_values: dict[tuple[str, str], list[Any]] = {}
         sid = env.new_session()
         self.initial_hash = env.state_hash(sid)
         self.today = next(iter(env.runtimes.values())).state(sid).today().isoformat()
         env.close(sid)
+        # the seed state, built apart from any session: value sources read it, nothing writes it
+        self._seed_states = {name: rt.server.build_state(rt.seed, rt.options) for name, rt in env.runtimes.items()}
         self.label = "+".join(self.servers)
+        self.seed_options: dict[str, Any] = {}  # the servers' seed options, recorded in every task
 
-    # -- planning ------------------------------------------------------------------------------
-    def _example(self, tool: ToolDef, rt: Any) -> dict[str, Any]:
-        """The tool's first example on a fresh seed state (cached: the seed is fixed)."""
+    def _meta(self, **meta: Any) -> dict[str, Any]:
+        """Task meta with what scoring needs without the original config: the seed options and
+        the hash of the tool schemas the example was made with."""
+        return {**meta, "seed_options": self.seed_options, "schema_hash": self.schema_hash}
+
+    # -- values --------------------------------------------------------------------------------
+    def _examples_of(self, tool: ToolDef, rt: Any) -> list[dict[str, Any]]:
+        """The tool's examples on the seed state (cached: the seed is fixed)."""
         key = (rt.name, tool.name)
-        if key not in self._example_cache:
+        if key not in self._examples:
+            found = []
             sid = rt.new_session()
             try:
-                self._example_cache[key] = example_at(tool, rt, sid, 0) if tool.examples else {}
-            except Exception:  # noqa: BLE001
-                self._example_cache[key] = {}
+                for i in range(len(tool.examples)):
+                    try:
+                        found.append(example_at(tool, rt, sid, i))
+                    except Exception:  # noqa: BLE001 - an example that does not apply to this seed
+                        continue
             finally:
                 rt.close(sid)
-        return self._example_cache[key]
+            self._examples[key] = found
+        return self._examples[key]
 
+    def _state_values(self, rt: Any, param: str, prop: dict[str, Any]) -> list[Any]:
+        """Values stored under a field of the same name anywhere in the seed state, of the
+        parameter's type: real names, amounts and notes instead of one constant."""
+        key = (rt.name, param)
+        if key not in self._field_values:
+            wanted = prop.get("type")
+            python = {"string": str, "integer": int, "number": (int, float)}.get(wanted)
+            state = self._seed_states[rt.name]
+            tables = state._tables  # noqa: SLF001 - the seed state is read, never written
+            values: set[Any] = set()
+            if python is not None:
+                for table in tables.values():
+                    for record in table.values():
+                        value = record.get(param) if isinstance(record, dict) else None
+                        if isinstance(value, python) and not isinstance(value, bool):
+                            values.add(abs(value) if isinstance(value, int | float) else value)
+            self._field_values[key] = sorted(values, key=repr)[:400]
+        return self._field_values[key]
+
+    def _draw(self, step: Step, param: str, prop: dict[str, Any], rng: random.Random) -> Any:
+        """A value the user could choose for a non-entity parameter, drawn for this call."""
+        tool, rt = step.tool, step.runtime
+        source = tool.values.get(param)
+        if source is not None:
+            return source(rng, self._seed_states[rt.name])
+        examples = [e[param] for e in self._examples_of(tool, rt) if param in e]
+        if "enum" in prop and rng.random() < 0.5:
+            return rng.choice(prop["enum"])
+        pool = self._state_values(rt, param, prop)
+        if pool and rng.random() < 0.5:
+            candidate = rng.choice(pool)
+            if self._valid(step, {**(self._examples_of(tool, rt) or [{}])[0], param: candidate}):
+                return candidate
+        if examples:
+            return rng.choice(examples)
+        if "enum" in prop:
+            return rng.choice(prop["enum"])
+        return None
+
+    @staticmethod
+    def _valid(step: Step, args: dict[str, Any]) -> bool:
+        try:
+            step.tool.validate(args)
+        except Exception:  # noqa: BLE001 - fastjsonschema's error: the schema rejects it
+            return False
+        return True
+
+    # -- planning ------------------------------------------------------------------------------
     def plan(self, chain: Chain, context: Any, rng: random.Random) -> list[Step]:
         steps: list[Step] = []
         chosen: list[dict[str, Any]] = []  # sampled records so far: later picks should belong with them
-        for i, public in enumerate(chain.tools):
-            rt, local = self.env.route(public)
-            tool = rt.server.tools[local]
-            example = self._example(tool, rt)
-            params = tool.spec.parameters
-            required = set(params.get("required", []))
-            step = Step(id=f"s{i + 1}", tool=tool, public_name=public, runtime=rt)
-            for name, prop in params.get("properties", {}).items():
-                entity = prop.get("x-prove-entity")
-                if name not in required and not (name in example and rng.random() < self.config.optional_arg_rate):
-                    continue
-                flow = self._flow_source(chain, i, name)
-                source = self._earlier_source(steps, entity, name, chain, i) if entity else None
-                if flow is not None:
-                    step.refs[name] = flow
-                elif source is not None:
-                    step.refs[name] = (source, entity)
-                elif entity and [c for c in context.candidates(rt.name, entity) if c["id"] not in used(step)]:
-                    # two parameters of one call never get the same entity (no transfer to itself)
-                    pool = [c for c in context.candidates(rt.name, entity) if c["id"] not in used(step)]
-                    record = _coherent_choice(pool, chosen, rng)
-                    chosen.append(record)
-                    step.fixed[name] = as_argument(prop, record["id"])
-                    others = [c["id"] for c in pool if c["id"] != record["id"]]
-                    rng.shuffle(others)
-                    step.alternatives[name] = [as_argument(prop, x) for x in others[: self.config.alternatives]]
-                elif name in example:
-                    step.fixed[name] = example[name]
-                elif "enum" in prop:
-                    step.fixed[name] = rng.choice(prop["enum"])
-            steps.append(step)
+        for i in range(len(chain.tools)):
+            steps.append(self._plan_step(chain, i, steps, context, rng, chosen))
         return steps
+
+    def _plan_step(self, chain: Chain, i: int, steps: list[Step], context: Any, rng: random.Random,
+                   chosen: list[dict[str, Any]]) -> Step:
+        """Step ``i``: its phrasing first, then a value for every parameter the phrasing (or the
+        schema) needs: from an earlier result, a sampled entity, or a drawn value."""
+        public = chain.tools[i]
+        rt, local = self.env.route(public)
+        tool = rt.server.tools[local]
+        params = tool.spec.parameters
+        props = params.get("properties", {})
+        required = set(params.get("required", []))
+        step = Step(id=f"s{i + 1}", tool=tool, public_name=public, runtime=rt)
+        examples = self._examples_of(tool, rt)
+        draft: dict[str, Any] = {}
+        for name, prop in props.items():
+            if name in required or any(name in e for e in examples) or not prop.get(ENTITY_KEY):
+                draft[name] = self._draw(step, name, prop, rng) if not prop.get(ENTITY_KEY) else f"<{name}>"
+        phrasings = self._phrasings(tool, {k: v for k, v in draft.items() if v is not None})
+        step.template = rng.choice(phrasings) if phrasings else None
+        mentioned = set(slots(step.template)) if step.template else None
+        for name, prop in props.items():
+            entity = prop.get(ENTITY_KEY)
+            if name not in required:
+                wanted = (name in mentioned) if mentioned is not None else \
+                    (any(name in e for e in examples) and rng.random() < self.config.optional_arg_rate)
+                if not wanted:
+                    continue
+            flow = self._flow_source(chain, i, name)
+            source = self._earlier_source(steps, entity, name, chain, i) if entity else None
+            if flow is not None:
+                step.refs[name] = flow
+            elif source is not None:
+                step.refs[name] = (source, entity)
+            elif entity and [c for c in context.candidates(rt.name, entity) if c["id"] not in used(step)]:
+                # two parameters of one call never get the same entity (no transfer to itself)
+                pool = [c for c in context.candidates(rt.name, entity) if c["id"] not in used(step)]
+                record = _coherent_choice(pool, chosen, rng)
+                chosen.append(record)
+                step.fixed[name] = as_argument(prop, record["id"])
+                step.records[name] = record
+                others = [c for c in pool if c["id"] != record["id"]]
+                rng.shuffle(others)
+                step.alternatives[name] = [as_argument(prop, c["id"]) for c in others[: self.config.alternatives]]
+            elif entity:
+                example = next((e[name] for e in examples if name in e), None)
+                if example is not None:
+                    step.fixed[name] = example
+            elif draft.get(name) is not None:
+                step.fixed[name] = draft[name]
+                step.alternatives[name] = [v for v in (self._draw(step, name, prop, rng) for _ in range(4))
+                                           if v is not None and v != draft[name]]
+        return step
+
+    def _phrasings(self, tool: ToolDef, args: dict[str, Any]) -> list[str]:
+        try:
+            return templates(tool, args)
+        except Exception:  # noqa: BLE001 - a phrasing callable that cannot handle these values
+            return []
 
     def _earlier_source(self, steps: list[Step], entity: str, param: str, chain: Chain, i: int) -> int | None:
         if i > 0:
@@ -159,41 +277,55 @@ class ConversationMachine:
         return None
 
     # -- execution -----------------------------------------------------------------------------
-    def execute(self, steps: list[Step], rng: random.Random) -> tuple[str, list[Step], str]:
+    def execute(self, steps: list[Step], rng: random.Random, chain: Chain | None = None,
+                context: Any = None) -> tuple[str, list[Step], str]:
         """Run the plan on a fresh session; returns (outcome, executed steps, session id)."""
         env = self.env
         sid = env.new_session()
         done: list[Step] = []
-        for i, step in enumerate(steps):
-            rt = step.runtime
-            args = dict(step.fixed)
-            for param, (j, entity) in step.refs.items():
-                source = steps[j].result
-                if source is None or source.is_error:  # unreachable: a failure stops the run first
+        outcome = "completed"
+        errors = calls = 0
+        for i in range(len(steps)):
+            step = self._run_step(steps, i, sid, rng)
+            for _ in range(REPLANS if chain is not None else 0):
+                if not (step.result.is_error and step.result.code in SELF_INFLICTED):
+                    break
+                # the request itself was incomplete or incoherent (a missing detail, someone
+                # else's account): the user would have asked differently
+                steps[i] = self._plan_step(chain, i, steps[:i], context, rng, [])
+                step = self._run_step(steps, i, sid, rng)
+            calls += 1
+            if step.result.is_error and step.result.code in SELF_INFLICTED:
+                self._find_working_values(step, sid)
+                if step.result.is_error:
+                    if len(done) >= 2:  # the conversation is the part that can be asked for
+                        return outcome, done, sid
                     env.close(sid)
-                    raise Unusable(f"{step.tool.name} needs the result of a failed call")
-                taken = {x for v in args.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)}
-                if entity.startswith("flow:"):
-                    ids = [x for x in flow_values(entity[5:], source.data) if x not in taken]
+                    raise Unusable(f"{step.tool.name}: no request the user could make succeeds "
+                                   f"({step.result.code}/{(step.result.error or {}).get('reason')})",
+                                   reason="no_valid_request")
+            if step.result.is_error:
+                # a business rule of the live state refused it: keep it (the assistant recovers or
+                # gives up) while the conversation stays within the replay's error budget
+                within = (errors + 1) / (calls + 1) <= self.max_error_rate
+                keep = within and rng.random() < self.config.failure_rate
+                if keep and rng.random() < self.config.recovery_rate and self._recover(step, sid, rng):
+                    outcome = "recovered"
+                    errors += 1
+                    calls += 1
+                elif not keep or (errors + 1) / calls > self.max_error_rate:
+                    self._find_working_values(step, sid)
+                    if step.result.is_error:
+                        if len(done) >= 2:  # end the conversation before the refusal
+                            return outcome, done, sid
+                        env.close(sid)
+                        raise Unusable(f"{step.tool.name}: every request is refused "
+                                       f"({step.result.code}/{(step.result.error or {}).get('reason')}) and too "
+                                       "few calls come before it to keep the refusal", reason="unavoidable_failure")
                 else:
-                    ids = [x for x in flowing_values(steps[j].runtime, sid, entity, param, source.data) if x not in taken]
-                tables = {t.entity: name for name, t in rt.server.state_type._table_specs.items()}
-                # prefer an id whose record belongs with the values already in the call
-                # (the customer's own account, the card of that account)
-                if entity in tables:
-                    table = getattr(rt.state(sid), tables[entity])
-                    ids.sort(key=lambda rid: -_affinity(table.find(rid) or {}, args))
-                if not ids:
-                    env.close(sid)
-                    raise Unusable(f"no {entity} value flowed from {steps[j].tool.name} to {step.tool.name}")
-                prop = step.tool.spec.parameters["properties"][param]
-                args[param] = as_argument(prop, ids[0])
-                step.alternatives[param] = [as_argument(prop, x) for x in ids[1 : 1 + self.config.alternatives]]
-            step.args = args
-            step.result = env.call(sid, step.public_name, args)
-            if step.result.is_error and step.result.code not in SCHEMA_CODES and rng.random() >= self.config.failure_rate:
-                self._find_working_values(step, args, sid)
-            if rng.random() < self.config.retry_rate:
+                    errors += 1
+            if rng.random() < self.config.retry_rate and not step.result.is_error and \
+                    (errors + 1) / (calls + 1) <= self.max_error_rate:
                 # A schema-rejected first attempt changes nothing, so it can be made after the
                 # real call and still stand before it in the conversation.
                 step.flawed = self._flaw(step, rng)
@@ -201,36 +333,140 @@ class ConversationMachine:
                     step.flawed_result = env.call(sid, step.public_name, step.flawed)
                     if step.flawed_result.code not in SCHEMA_CODES:
                         step.flawed = step.flawed_result = None
+                    else:
+                        errors += 1
+                        calls += 1
             done.append(step)
             if step.result.is_error and self.config.give_up_on_failure:
                 return "gave_up", done, sid
-        return "completed", done, sid
+        return outcome, done, sid
 
-    def _find_working_values(self, step: Step, args: dict[str, Any], sid: str) -> None:
-        """Try other candidates (sampled entities for user-given values, other ids of the source
-        result for flowing ones) until the call succeeds; a failed call changes nothing, so
-        trying is free. Keeps the first success."""
+    def _run_step(self, steps: list[Step], i: int, sid: str, rng: random.Random) -> Step:
+        """Resolve step ``i``'s arguments (ids flowing from earlier results) and call it."""
+        env, step = self.env, steps[i]
+        named: dict[str, set[str]] = {}
+        for earlier in steps[: i + 1]:  # the entities the user has named by now
+            for param, value in earlier.fixed.items():
+                entity = _entity(earlier.tool, param)
+                if entity:
+                    named.setdefault(entity, set()).update(v for v in (value if isinstance(value, list) else [value]))
+        args = dict(step.fixed)
+        for param, (j, entity) in step.refs.items():
+            source = steps[j].result
+            if source is None or source.is_error:  # unreachable: a failure stops the run first
+                env.close(sid)
+                raise Unusable(f"{step.tool.name} needs the result of a failed call")
+            taken = {x for v in args.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)}
+            if entity.startswith("flow:"):
+                ids = [x for x in flow_values(entity[5:], source.data) if x not in taken]
+            else:
+                ids = [x for x in flowing_values(steps[j].runtime, sid, entity, param, source.data) if x not in taken]
+            ids = list(dict.fromkeys(ids))
+            if not ids:
+                env.close(sid)
+                raise Unusable(f"no {entity} value flowed from {steps[j].tool.name} to {step.tool.name}",
+                               reason="id_did_not_flow")
+            # An entity the user named is never swapped for another one of its kind.
+            mine = [x for x in ids if x in named.get(entity, ())]
+            if mine:
+                ids = mine
+            table = self._table(step.runtime, sid, entity)
+            if table is not None:  # prefer the record that belongs with the call's other values
+                ids.sort(key=lambda rid: -_affinity(table.find(rid) or {}, args))
+            prop = step.tool.spec.parameters["properties"][param]
+            args[param] = as_argument(prop, ids[0])
+            if table is not None:
+                step.records[param] = dict(table.find(ids[0]) or {"id": ids[0]})
+            if len(ids) > 1:
+                step.described.add(param)  # the user says which one they mean
+                step.alternatives[param] = [as_argument(prop, x) for x in ids[1: 1 + self.config.alternatives]]
+        step.args = args
+        step.result = env.call(sid, step.public_name, args)
+        if step.result.is_error and step.result.code in SCHEMA_CODES:
+            self._redraw(step, sid, rng)  # our own drawn value was malformed: the user says another
+        return step
+
+    @staticmethod
+    def _table(rt: Any, sid: str, entity: str) -> Any:
+        tables = {t.entity: name for name, t in rt.server.state_type._table_specs.items()}  # noqa: SLF001
+        return getattr(rt.state(sid), tables[entity]) if entity in tables else None
+
+    def _redraw(self, step: Step, sid: str, rng: random.Random) -> None:
+        """Draw other values for the user-chosen (non-entity) arguments until the schema accepts
+        them; the user is then written as saying those."""
+        props = step.tool.spec.parameters.get("properties", {})
+        free = [p for p in step.fixed if not props.get(p, {}).get(ENTITY_KEY)]
+        for _ in range(REDRAWS if free else 0):
+            trial = dict(step.args)
+            for param in free:
+                value = self._draw(step, param, props[param], rng)
+                if value is not None:
+                    trial[param] = value
+            result = self.env.call(sid, step.public_name, trial)
+            if result.code not in SCHEMA_CODES:
+                step.fixed.update({p: trial[p] for p in free})
+                step.args, step.result = trial, result
+                return
+
+    def _candidates(self, step: Step) -> list[tuple[str, Any]]:
+        """(param, value) pairs the user could say instead: other entities they own, other
+        amounts or names (never an earlier result's id the user did not single out)."""
+        out = []
         for param, others in step.alternatives.items():
-            for candidate in others:
-                trial = {**args, param: candidate}
-                result = self.env.call(sid, step.public_name, trial)
-                if not result.is_error:
-                    if param in step.fixed:
-                        step.fixed[param] = candidate
-                    step.args, step.result = trial, result
-                    return
+            if param in step.fixed or param in step.described:
+                out += [(param, v) for v in others]
+        return out
+
+    def _find_working_values(self, step: Step, sid: str) -> None:
+        """Before any text exists, let the user's request be one that succeeds: try the other
+        values they could have asked for (a failed call changes nothing, so trying is free)."""
+        for param, candidate in self._candidates(step):
+            trial = {**step.args, param: candidate}
+            result = self.env.call(sid, step.public_name, trial)
+            if not result.is_error:
+                self._take(step, param, candidate, sid)
+                step.args, step.result = trial, result
+                return
+
+    def _recover(self, step: Step, sid: str, rng: random.Random) -> bool:
+        """Keep the failure in the conversation, followed by the user's correction and a retry
+        that succeeds; False when no correction the user could make succeeds."""
+        candidates = self._candidates(step)
+        rng.shuffle(candidates)
+        for param, candidate in candidates:
+            trial = {**step.args, param: candidate}
+            result = self.env.call(sid, step.public_name, trial)
+            if not result.is_error:
+                step.failed = (dict(step.args), step.result)
+                step.corrected = param
+                step.first_ask = (step.args[param], step.records.get(param))
+                self._take(step, param, candidate, sid)
+                step.args, step.result = trial, result
+                return True
+        return False
+
+    def _take(self, step: Step, param: str, value: Any, sid: str) -> None:
+        """Record ``value`` as what the user says for ``param`` (and its entity record)."""
+        if param in step.fixed:
+            step.fixed[param] = value
+        entity = _entity(step.tool, param)
+        table = self._table(step.runtime, sid, entity) if entity else None
+        if table is not None:
+            step.records[param] = dict(table.find(_scalar(value)) or {"id": _scalar(value)})
 
     def _flaw(self, step: Step, rng: random.Random) -> dict[str, Any] | None:
-        """A plausible mistake the schema rejects: a required value dropped or mistyped."""
+        """A plausible slip the schema rejects: a required value left out, or a number sent as
+        words. Marked as a mistake in the example (kept out of the training loss)."""
+        props = step.tool.spec.parameters.get("properties", {})
         required = [p for p in step.tool.spec.parameters.get("required", []) if p in step.args]
         if not required:
             return None
         param = rng.choice(required)
         flawed = dict(step.args)
-        if rng.random() < 0.5:
-            del flawed[param]
+        if props.get(param, {}).get("type") in ("number", "integer") and rng.random() < 0.5:
+            flawed[param] = f"{flawed[param]} dollars" if "amount" in param else f"about {flawed[param]}"
         else:
-            flawed[param] = 12345 if isinstance(flawed[param], str) else "not-a-number"
+            del flawed[param]
         return flawed
 
     # -- writing -------------------------------------------------------------------------------
@@ -239,51 +475,30 @@ class ConversationMachine:
         stratum = rng.choices(STRATA, weights=[self.config.strata.get(s, 0.0) for s in STRATA])[0]
         persona = self.teacher.persona(rng)
         steps = self.plan(chain, context, rng)
-        outcome, done, sid = self.execute(steps, rng)
+        outcome, done, sid = self.execute(steps, rng, chain, context)
         self.env.close(sid)
         if not done:
             raise Unusable("the first call could not be planned")
         turns = self._split(len(done), rng)
-        messages = [Message(role="system", content=self.teacher.system_prompt(self.servers, self.today))]
+        withheld = self._withheld(done[0], rng) if stratum == "missing" else None
+        if stratum == "missing" and withheld is None:
+            stratum = "complete"  # nothing the user could leave out: an ordinary request
+        writer = _Writer(self, rng, persona, stratum)
         clarification = None
-        withheld = self._withheld(done[0]) if stratum == "missing" else None
-        call_no = 0
         for t, (start, end) in enumerate(turns):
             turn_steps = done[start:end]
-            intents, values = [], []
-            for step in turn_steps:
-                said = {k: v for k, v in step.fixed.items() if not (withheld and step is done[0] and k == withheld)}
-                intents.append(self.teacher.intent(step.public_name, said, rng))
-                values += [v for k, v in said.items() if step.tool.spec.parameters["properties"].get(k, {}).get("x-prove-entity")]
-            messages.append(Message(role="user", content=self.teacher.user_request(
-                intents, persona, stratum == "minimal", t > 0, rng, values=tuple(values))))
+            writer.user_turn(turn_steps, follow_up=t > 0, withheld=withheld if t == 0 else None)
             if t == 0 and withheld is not None:
-                question = self.teacher.clarify_question(withheld, rng)
-                prompt = [*messages, Message(role="assistant", content=question)]
+                question = writer.clarify(done[0], withheld)
                 clarification = Example(
-                    id=f"{example_id}-clarify", messages=prompt, tools=self.tools_openai,
+                    id=f"{example_id}-clarify", messages=list(writer.messages), tools=self.tools_openai,
                     task=Task(servers=self.servers, seed=self.task_seed, calls=[], expected="clarify",
-                              meta={"stratum": "missing", "withheld": withheld, "chain": chain.key}),
+                              initial_state_hash=self.initial_hash,
+                              meta=self._meta(stratum="missing", withheld=withheld, chain=chain.key)),
                 )
-                messages.append(Message(role="assistant", content=question))
-                messages.append(Message(role="user", content=self.teacher.clarify_answer(
-                    withheld, done[0].fixed[withheld], rng)))
-            reported: list[tuple[str, dict[str, Any]]] = []
-            for step in turn_steps:
-                if step.flawed is not None and step.flawed_result is not None:
-                    call_no += 1
-                    messages += self._call_messages(step.public_name, step.flawed, step.flawed_result, call_no)
-                    messages.append(Message(role="assistant", content=self.teacher.retry_note(step.flawed_result.error or {}, rng)))
-                call_no += 1
-                messages += self._call_messages(step.public_name, step.args, step.result, call_no)
-                if step.result.is_error:
-                    messages.append(Message(role="assistant", content=self.teacher.failure(step.public_name, step.result.error, rng)))
-                    break
-                reported.append((step.public_name, step.result.data))
-            else:
-                messages.append(Message(role="assistant", content=self.teacher.report(reported, rng)))
-                continue
-            break  # gave up: the conversation ends with the failure report
+                writer.answer(done[0], withheld)
+            if not writer.run_turn(turn_steps):
+                break  # gave up: the conversation ends with the failure explained
         calls = []
         for i, step in enumerate(done):
             if step.result.is_error:
@@ -295,29 +510,25 @@ class ConversationMachine:
         task = Task(
             servers=self.servers, seed=self.task_seed, calls=calls, expected="call",
             initial_state_hash=self.initial_hash,
-            meta={"stratum": stratum, "persona": persona, "chain": chain.key, "outcome": outcome,
-                  "user_turns": sum(1 for m in messages if m.role == "user")},
+            meta=self._meta(stratum=stratum, persona=persona, chain=chain.key, outcome=outcome,
+                            user_turns=sum(1 for m in writer.messages if m.role == "user"),
+                            turns=[[s.id for s in done[a:b]] for a, b in turns],
+                            mistakes=sum(1 for m in writer.messages if m.mistake)),
         )
-        example = Example(id=example_id, messages=messages, tools=self.tools_openai, task=task)
+        example = Example(id=example_id, messages=writer.messages, tools=self.tools_openai, task=task)
         return Drafted(example=example, clarification=clarification, stratum=stratum, chain=chain.key, outcome=outcome)
 
-    def _withheld(self, step: Step) -> str | None:
-        required = [p for p in step.tool.spec.parameters.get("required", []) if p in step.fixed]
-        return required[0] if required else None
+    def _withheld(self, step: Step, rng: random.Random) -> str | None:
+        """The value the user leaves out of the first request: an entity they must then name."""
+        required = step.tool.spec.parameters.get("required", [])
+        entities = [p for p in required if p in step.fixed and _entity(step.tool, p) and p in step.records]
+        return rng.choice(entities) if entities else None
 
     def _split(self, n: int, rng: random.Random) -> list[tuple[int, int]]:
         turns = min(n, rng.choice(self.config.user_turns))
         cuts = sorted(rng.sample(range(1, n), turns - 1)) if turns > 1 else []
         bounds = [0, *cuts, n]
         return list(zip(bounds, bounds[1:]))
-
-    def _call_messages(self, name: str, args: dict[str, Any], result: ToolResult, n: int) -> list[Message]:
-        call_id = f"call_{n}"
-        return [
-            Message(role="assistant", content=None, tool_calls=[ToolCall(id=call_id, name=name, arguments=args)]),
-            Message(role="tool", content=json.dumps(result.structured, sort_keys=True, ensure_ascii=False),
-                    tool_call_id=call_id, name=name),
-        ]
 
     def abstention(self, index: int, example_id: str) -> Example:
         rng = random.Random(f"{self.seed}:{self.label}:abstain:{index}")
@@ -327,8 +538,126 @@ class ConversationMachine:
             Message(role="assistant", content=self.teacher.decline(self.servers, rng)),
         ]
         task = Task(servers=self.servers, seed=self.task_seed, calls=[], expected="abstain",
-                    initial_state_hash=self.initial_hash, meta={"source": "irrelevance"})
+                    initial_state_hash=self.initial_hash, meta=self._meta(source="irrelevance"))
         return Example(id=example_id, messages=messages, tools=self.tools_openai, task=task)
+
+
+class _Writer:
+    """Puts an executed plan into words, message by message."""
+
+    def __init__(self, machine: ConversationMachine, rng: random.Random, persona: str, stratum: str) -> None:
+        self.machine, self.teacher, self.rng = machine, machine.teacher, rng
+        self.persona, self.stratum = persona, stratum
+        self.messages = [Message(role="system", content=self.teacher.system_prompt(machine.servers, machine.today))]
+        self.spoken: set[str] = set()  # ids the user has said
+        self.call_no = 0
+
+    # user side
+    def _render(self, step: Step, param: str, value: Any, *, withheld: bool = False, fresh: bool = False) -> str:
+        entity = _entity(step.tool, param)
+        teacher = self.teacher
+        if entity is None:
+            prop = step.tool.spec.parameters["properties"].get(param, {})
+            return teacher.render_value(value, prop, self.rng)
+        if withheld:
+            return teacher.vague(entity, self.rng)
+        record = step.records.get(param, {"id": _scalar(value)})
+        if param in step.refs and not fresh:
+            if param in step.described:
+                return teacher.refer(entity, record, with_id=False, rng=self.rng)
+            return teacher.that(entity, self.rng)
+        ids = value if isinstance(value, list) else [value]
+        if not fresh and all(v in self.spoken for v in ids) and self.rng.random() < 0.7:
+            return teacher.that(entity, self.rng)
+        self.spoken.update(v for v in ids if isinstance(v, str))
+        return teacher.refer(entity, record, with_id=True, rng=self.rng)
+
+    def _phrase(self, step: Step, withheld: str | None) -> tuple[str, list[str], list[Any]]:
+        """The step's task phrase, context sentences for entities it does not mention, and the
+        values the user gives in it (for an LLM teacher's check)."""
+        if step.failed is not None and step.corrected is not None and step.first_ask is not None:
+            # the request named what the failed attempt used; the correction comes later
+            value, record = step.first_ask
+            step = attrs.evolve(step, args=dict(step.failed[0]), fixed={**step.fixed, step.corrected: value}
+                                if step.corrected in step.fixed else step.fixed,
+                                records={**step.records, **({step.corrected: record} if record else {})})
+        said = {k: v for k, v in step.args.items() if k in step.fixed or k in step.refs}
+        context, values = [], []
+        if step.template is None:  # a tool without phrasings: the teacher's generic wording
+            spoken = {k: v for k, v in step.fixed.items() if k != withheld}
+            values = [v for v in spoken.values()]
+            return self.teacher.intent(step.public_name, spoken, self.rng), [], values
+        rendered = {}
+        for param in slots(step.template):
+            value = said.get(param)
+            rendered[param] = self._render(step, param, value, withheld=param == withheld) if param in said else ""
+            if param in step.fixed and param != withheld:
+                values.append(step.fixed[param])
+        for param, value in step.fixed.items():
+            if param in rendered or param == withheld or not _entity(step.tool, param):
+                continue
+            if all(v in self.spoken for v in (value if isinstance(value, list) else [value])):
+                continue
+            context.append(self._render(step, param, value))
+            values.append(value)
+        return step.template.format_map(rendered), context, values
+
+    def user_turn(self, steps: list[Step], *, follow_up: bool, withheld: str | None) -> None:
+        intents, context, values = [], [], []
+        for k, step in enumerate(steps):
+            phrase, ctx, vals = self._phrase(step, withheld if k == 0 else None)
+            intents.append(phrase)
+            context += ctx
+            values += vals
+        self.messages.append(Message(role="user", content=self.teacher.user_request(
+            intents, self.persona, self.stratum == "minimal", follow_up, self.rng, values=tuple(values),
+            context=tuple(dict.fromkeys(context)))))
+
+    def clarify(self, step: Step, param: str) -> str:
+        question = self.teacher.clarify_question(_entity(step.tool, param) or param, self.rng)
+        self.messages.append(Message(role="assistant", content=question))
+        return question
+
+    def answer(self, step: Step, param: str) -> None:
+        text = self._render(step, param, step.fixed[param])
+        self.messages.append(Message(role="user", content=self.teacher.clarify_answer(param, text, self.rng)))
+
+    # assistant side
+    def _call(self, name: str, args: dict[str, Any], result: ToolResult, *, mistake: bool = False) -> None:
+        self.call_no += 1
+        call_id = f"call_{self.call_no}"
+        self.messages += [
+            Message(role="assistant", content=None, tool_calls=[ToolCall(id=call_id, name=name, arguments=args)],
+                    mistake=mistake),
+            Message(role="tool", content=json.dumps(result.structured, sort_keys=True, ensure_ascii=False),
+                    tool_call_id=call_id, name=name),
+        ]
+
+    def run_turn(self, steps: list[Step]) -> bool:
+        """The assistant's calls and words for one user turn; False when it gave up."""
+        reported: list[tuple[str, dict[str, Any]]] = []
+        for step in steps:
+            if step.flawed is not None and step.flawed_result is not None:
+                self._call(step.public_name, step.flawed, step.flawed_result, mistake=True)
+                self.messages.append(Message(role="assistant",
+                                             content=self.teacher.retry_note(step.flawed_result.error or {}, self.rng)))
+            if step.failed is not None and step.corrected is not None:
+                args, result = step.failed
+                self._call(step.public_name, args, result)
+                entity = _entity(step.tool, step.corrected)
+                what = entity or step.corrected
+                self.messages.append(Message(role="assistant", content=self.teacher.recovery_question(
+                    result.error or {}, what, self.rng)))
+                text = self._render(step, step.corrected, step.args[step.corrected], fresh=True)
+                self.messages.append(Message(role="user", content=self.teacher.correction(text, self.rng)))
+            self._call(step.public_name, step.args, step.result)
+            if step.result.is_error:
+                self.messages.append(Message(role="assistant", content=self.teacher.failure(
+                    step.public_name, step.result.error, self.rng)))
+                return False
+            reported.append((step.public_name, step.result.data))
+        self.messages.append(Message(role="assistant", content=self.teacher.report(reported, self.rng)))
+        return True
 
 
 def _affinity(record: dict[str, Any], values: Any) -> int:
@@ -349,6 +678,9 @@ def _coherent_choice(candidates: list[dict[str, Any]], chosen: list[dict[str, An
 
 
 class Unusable(Exception):
-    """This chain could not become a conversation (an id did not flow); the pipeline counts it."""
+    """This chain could not become a conversation (an id did not flow, every request the user
+    could make is refused); the pipeline counts it under ``reason``."""
 
-
+    def __init__(self, message: str, *, reason: str = "unusable") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -63,10 +63,20 @@ class Perturbation(Protocol):
 
 
 class PerturbationContext:
-    """What a perturbation may ask: the registered servers and their tools."""
+    """What a perturbation may ask: the registered servers and their tools, and the teacher that
+    writes the assistant's reply when a perturbation changes what the assistant should say."""
 
-    def __init__(self, registry: Any) -> None:
+    def __init__(self, registry: Any, teacher: Any = None) -> None:
         self.registry = registry
+        self._teacher = teacher
+
+    @property
+    def teacher(self) -> Any:
+        if self._teacher is None:
+            from prove_plugins.teacher import ProgrammaticTeacher  # the bundled default writer
+
+            self._teacher = ProgrammaticTeacher()
+        return self._teacher
 
     def server_names(self) -> list[str]:
         return self.registry.names("servers")
@@ -139,7 +149,7 @@ class Perturber:
 
 
 def build_perturber(config: PerturbationsConfig | Mapping[str, Any] | None, registry: Any, *,
-                    path: str = "$.perturbations") -> Perturber:
+                    path: str = "$.perturbations", teacher: Any = None) -> Perturber:
     """Phase 2: look each perturbation up in the registry and structure its options (errors name
     ``path``, e.g. ``$.synth.perturbations.perturbations[1].options``)."""
     from prove_core.config import raise_problems, structure
@@ -162,4 +172,4 @@ def build_perturber(config: PerturbationsConfig | Mapping[str, Any] | None, regi
         rate = entry.rate if entry.rate is not None else float(getattr(cls, "default_rate", 0.0))
         built.append((entry.name, rate, perturbation))
     raise_problems(problems)
-    return Perturber(built, PerturbationContext(registry), seed=config.seed)
+    return Perturber(built, PerturbationContext(registry, teacher), seed=config.seed)

@@ -433,11 +433,18 @@ class Environments:
             env = self._cache.get(key)
             if env is None:
                 env = self._cache[key] = Environment([
-                    ServerRuntime(self.registry.load("servers", name), seed=task.seed, options=self.options.get(name),
+                    ServerRuntime(server, seed=task.seed, options=self._options(task, name, server),
                                   max_sessions=self.max_sessions)
-                    for name in task.servers
+                    for name, server in ((n, self.registry.load("servers", n)) for n in task.servers)
                 ])
         return env
+
+    def _options(self, task: Any, name: str, server: Any) -> Any:
+        """The seed options the task was made with (recorded in its meta), else the experiment's."""
+        recorded = (getattr(task, "meta", None) or {}).get("seed_options", {}).get(name)
+        if recorded is not None and attrs.has(server.options_type):
+            return server.options_type(**recorded)
+        return self.options.get(name)
 
 
 __all__ = ["Environment", "Environments", "ErrorCode", "ServerRuntime", "Session", "ToolResult"]

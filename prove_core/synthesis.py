@@ -39,25 +39,59 @@ log = structlog.get_logger()
 
 
 @attrs.define
-class ServerPlan:
-    """One synthesis unit: a server, or a group of servers mounted together (cross-server)."""
+class World:
+    """One seed of a synthesis unit: its live environment, the machine that drafts on it and the
+    entities sampled from it."""
 
-    name: str
+    seed: int
     env: Environment
     machine: ConversationMachine
-    chains: list[Chain]
     context: Any
+
+
+@attrs.define
+class ServerPlan:
+    """One synthesis unit: a server, or a group of servers mounted together (cross-server), with
+    its chains and the worlds (seeds) conversations are drawn from."""
+
+    name: str
+    worlds: list[World]
+    chains: list[Chain]
     coverage: dict[str, Any]
+
+    @property
+    def env(self) -> Environment:
+        return self.worlds[0].env
+
+
+def _world(entries: list[ResolvedServer], seed: int, cfg: SynthConfig, plugins: Any, experiment: Experiment,
+           rules: list[Any], teacher: Any) -> World:
+    registry = plugins.registry
+    env = Environment([ServerRuntime(registry.load("servers", e.name), seed=seed, options=e.options,
+                                     max_sessions=experiment.sessions.max_sessions) for e in entries])
+    machine = ConversationMachine(env, teacher, cfg.conversation, seed=cfg.seed)
+    machine.max_error_rate = cfg.max_error_rate
+    machine.seed_options = {e.name: _plain(e.options) for e in entries}
+    context = registry.load("samplers", cfg.sampler).sample(env, rules)
+    return World(seed=seed, env=env, machine=machine, context=context)
+
+
+def _plain(options: Any) -> dict[str, Any]:
+    return attrs.asdict(options) if attrs.has(type(options)) else dict(options or {})
 
 
 def _plan(entries: list[ResolvedServer], cfg: SynthConfig, plugins: Any, experiment: Experiment) -> ServerPlan:
-    """Graph, chains, sampling context and machine for one server, or for a mounted group whose
-    chains must cross servers (a group shares the first server's seed)."""
+    """Graph, chains, and the worlds (one per seed, each with its sampling context and machine)
+    for one server, or for a mounted group whose chains must cross servers (a group shares the
+    first server's seeds)."""
     registry = plugins.registry
     seed = entries[0].seed
-    runtimes = [ServerRuntime(registry.load("servers", e.name), seed=seed, options=e.options,
-                              max_sessions=experiment.sessions.max_sessions) for e in entries]
-    env = Environment(runtimes)
+    from prove_plugins.sampler import SupportRule  # the bundled rule shape, shared by samplers
+
+    rules = [SupportRule(**attrs.asdict(r)) for r in cfg.rules]
+    teacher = _configured(registry.load("teachers", cfg.teacher), cfg)
+    worlds = [_world(entries, seed + k, cfg, plugins, experiment, rules, teacher) for k in range(cfg.seeds)]
+    env = worlds[0].env
     name = "+".join(e.name for e in entries)
     labeller = _configured(registry.load("extractors", cfg.labeller), cfg)
     if hasattr(labeller, "verify") and labeller.verify != cfg.verify_edges:
@@ -83,14 +117,7 @@ def _plan(entries: list[ResolvedServer], cfg: SynthConfig, plugins: Any, experim
     if not chains:
         raise ConfigError(f"synthesis on {name!r}: {problem}")
     random.Random(f"{cfg.seed}:{name}").shuffle(chains)
-    from prove_plugins.sampler import SupportRule  # the bundled rule shape, shared by samplers
-
-    rules = [SupportRule(**attrs.asdict(r)) for r in cfg.rules]
-    context = registry.load("samplers", cfg.sampler).sample(env, rules)
-    teacher = _configured(registry.load("teachers", cfg.teacher), cfg)
-    machine = ConversationMachine(env, teacher, cfg.conversation, seed=cfg.seed)
-    return ServerPlan(name=name, env=env, machine=machine, chains=chains, context=context,
-                      coverage=coverage_report(graph.tools, chains, graph))
+    return ServerPlan(name=name, worlds=worlds, chains=chains, coverage=coverage_report(graph.tools, chains, graph))
 
 
 def _configured(component: Any, cfg: SynthConfig) -> Any:
@@ -147,14 +174,16 @@ class Stats:
         }
 
 
-def _validate(example: Example, env: Environment, cfg: SynthConfig) -> str | None:
-    """The drop reason, or None when the example passes every check."""
+def _validate(example: Example, env: Environment, cfg: SynthConfig) -> tuple[str | None, str]:
+    """The drop reason and its detail (the failing call, its error code and reason), or
+    ``(None, "")`` when the example passes every check."""
     verdict = replay(example, env, max_error_rate=cfg.max_error_rate)
     if not verdict.ok:
-        return verdict.reason
-    if ungrounded_mentions(example, env):
-        return "ungrounded_mention"
-    return None
+        return verdict.reason, verdict.detail
+    unknown = ungrounded_mentions(example, env)
+    if unknown:
+        return "ungrounded_mention", f"user turns name ids that do not exist: {sorted(set(unknown))[:5]}"
+    return None, ""
 
 
 class Progress:
@@ -207,7 +236,9 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     if cfg.perturb:
         from prove_core.perturbation import build_perturber
 
-        perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations")
+        teacher = _configured(plugins.registry.load("teachers", cfg.teacher), cfg)
+        perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations",
+                                    teacher=teacher)
     _WORK = _Work(plans=plans, cfg=cfg, names=names, perturber=perturber)
     with JsonlWriter(corpus) as writer, JsonlWriter(drops) as dropped:
         limit = cfg.examples * cfg.max_attempts_factor
@@ -276,7 +307,7 @@ class _Work:
     cfg: SynthConfig
     names: list[str]
     perturber: Any = None
-    contexts: dict[tuple[str, int], Any] = attrs.field(factory=dict)
+    contexts: dict[tuple[str, int, int], Any] = attrs.field(factory=dict)
 
     def example_id(self, i: int) -> str:
         return f"{self.names[i % len(self.names)]}-{i:06d}"  # no run name: same seed, same corpus
@@ -303,25 +334,29 @@ def _produce(i: int) -> _Outcome:
     cfg, server = work.cfg, work.names[i % len(work.names)]
     plan, n = work.plans[server], i // len(work.names)
     example_id = work.example_id(i)
+    w = random.Random(f"{cfg.seed}:{server}:{n}:world").randrange(len(plan.worlds))
+    world = plan.worlds[w]
     refresh = n // cfg.refresh_every
-    if (server, refresh) not in work.contexts:
-        work.contexts[(server, refresh)] = plan.context.subset(random.Random(f"{cfg.seed}:{server}:{refresh}"), cfg.sample_size)
+    if (server, w, refresh) not in work.contexts:
+        work.contexts[(server, w, refresh)] = world.context.subset(
+            random.Random(f"{cfg.seed}:{server}:{w}:{refresh}"), cfg.sample_size)
     started = time.perf_counter()
     rng = random.Random(f"{cfg.seed}:{server}:{n}")  # not the run name: same seed, same corpus
     companion = None
     try:
         if rng.random() < cfg.abstention_rate:
-            example = plan.machine.abstention(n, example_id)
+            example = world.machine.abstention(n, example_id)
         else:
-            drafted = plan.machine.draft(plan.chains[n % len(plan.chains)], work.contexts[(server, refresh)], n, example_id)
+            drafted = world.machine.draft(plan.chains[n % len(plan.chains)], work.contexts[(server, w, refresh)],
+                                          n, example_id)
             example, companion = drafted.example, drafted.clarification
     except Unusable as exc:
-        return _Outcome(example_id, None, None, "id_did_not_flow", str(exc), time.perf_counter() - started, 0.0)
+        return _Outcome(example_id, None, None, exc.reason, str(exc), time.perf_counter() - started, 0.0)
     generated = time.perf_counter()
-    reason = _validate(example, plan.env, cfg)
+    reason, detail = _validate(example, world.env, cfg)
     if reason is None and work.perturber is not None:
         example = work.perturber(example)  # after validation: the replayed calls are the originals
-    return _Outcome(example_id, example, companion, reason, "", generated - started, time.perf_counter() - generated)
+    return _Outcome(example_id, example, companion, reason, detail, generated - started, time.perf_counter() - generated)
 
 
 class _pool:

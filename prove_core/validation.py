@@ -45,6 +45,7 @@ def replay(example: Example, env: Environment, *, max_error_rate: float = 0.3) -
     try:
         recorded = {m.tool_call_id: m.content for m in example.messages if m.role == "tool"}
         calls = schema = execution = 0
+        failures: list[str] = []
         seen_text: list[str] = []
         for message in example.messages:
             if message.role in ("user", "tool") and message.content:
@@ -64,9 +65,13 @@ def replay(example: Example, env: Environment, *, max_error_rate: float = 0.3) -
                         schema += 1
                     else:
                         execution += 1
+                    error = result.error or {}
+                    failures.append(f"{call.name} {error.get('code')}/{error.get('reason')}: "
+                                    f"{str(error.get('message', ''))[:160]}")
         if calls and (schema + execution) / calls > max_error_rate:
             return Verdict(ok=False, reason="too_many_errors", calls=calls, schema_errors=schema,
-                           execution_errors=execution, detail=f"{schema + execution} of {calls} calls failed")
+                           execution_errors=execution,
+                           detail=f"{schema + execution} of {calls} calls failed: " + " | ".join(failures))
         return Verdict(ok=True, calls=calls, schema_errors=schema, execution_errors=execution)
     finally:
         env.close(sid)

@@ -71,20 +71,34 @@ def test_irrelevance_offers_only_unrelated_tools_and_expects_abstention():
     (rec,) = records(out)
     assert out.task.expected == "abstain" and out.task.calls == []
     assert not {tool_name(t) for t in out.tools} & set(registry().load("servers", "banking").tools)
-    assert [m.role for m in out.messages] == ["system", "user"]
+    assert [m.role for m in out.messages] == ["system", "user", "assistant"]
+    assert out.messages[-1].content and not out.messages[-1].tool_calls  # a written decline
     assert rec["dropped_calls"] == ["find", "accounts", "transfer", "receipt"]
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_hidden_tool_removes_a_needed_tool_and_expects_clarify_or_abstain(seed):
+@pytest.mark.parametrize("seed", range(3))
+def test_hidden_tool_removes_the_tool_the_first_request_starts_with_and_replies(seed):
     task = banking_transfer_task()
     out = only("hidden_tool", seed=seed)(example_for(task))
     (rec,) = records(out)
-    assert rec["tool"] in {c.tool for c in task.calls}
+    assert rec["tool"] == "find_customers"  # the request cannot start without it
     assert rec["tool"] not in {tool_name(t) for t in out.tools}
-    read_only = registry().load("servers", "banking").tools[rec["tool"]].spec.annotations.read_only
-    assert out.task.expected == ("clarify" if read_only else "abstain") == rec["expected"]
-    assert out.task.calls == [] and out.messages[-1].role == "user"
+    # a read-only lookup whose result (the customer id) the rest of the request needs: ask for it
+    assert out.task.expected == "clarify" == rec["expected"]
+    assert out.task.calls == [] and out.messages[-1].role == "assistant" and "customer" in out.messages[-1].content
+
+
+def test_hidden_tool_only_hides_a_tool_of_the_first_request():
+    """The second request's tool is never the hidden one: the first request must really need it."""
+    task = banking_transfer_task()
+    example = example_for(task)
+    meta = {**task.meta, "turns": [["transfer", "receipt"], ["find", "accounts"]]}  # a made-up split
+    example = attrs.evolve(example, task=attrs.evolve(task, meta=meta))
+    out = only("hidden_tool")(example)
+    (rec,) = records(out)
+    assert rec["tool"] == "transfer_between_accounts" and rec["request_calls"] == ["transfer", "receipt"]
+    assert out.task.expected == "abstain"  # a write: nothing the user can supply instead
+    assert out.messages[-1].role == "assistant" and "transfer" in out.messages[-1].content
 
 
 def test_hidden_tool_expectation_can_be_forced():

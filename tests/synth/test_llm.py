@@ -95,7 +95,7 @@ def test_llm_teacher_writes_text_and_falls_back_when_values_are_missing(tmp_path
     users = [m.content for e in examples for m in e.messages if m.role == "user"]
     assert any(u.startswith("[llm]") for u in users)
     for e in examples:  # the calls still come from the live plan, so everything replays
-        assert replay(e, Environment([ServerRuntime(plugins.registry.load("servers", e.task.servers[0]))]),
+        assert replay(e, Environment([ServerRuntime(plugins.registry.load("servers", e.task.servers[0]), seed=e.task.seed)]),
                       max_error_rate=1.0).ok
 
     fake_model.mode = "forgetful"  # never mentions the values: every user text must fall back
