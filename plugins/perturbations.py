@@ -5,7 +5,7 @@
 - ``enum_stripping`` (30%): ``enum`` lists are removed from every offered tool's parameters;
 - ``irrelevance`` (5%): the offered tools are replaced by tools of other servers, none of which
   can answer; the expected behaviour becomes ``abstain`` (no call) and the assistant declines;
-- ``hidden_tool`` (10%; the paper gives no rate): the tool the *first request* starts with is
+- ``hidden_tool`` (5%; the paper gives no rate): the tool the *first request* starts with is
   removed from the offered tools, so that request cannot be done as asked. The expected behaviour
   is ``clarify`` when the hidden tool is a read-only lookup whose result a later call of the
   request needs (the assistant asks the user for what it would have found) and ``abstain``
@@ -173,7 +173,7 @@ class HiddenTool:
 
     name = "hidden_tool"
     Config = HiddenToolConfig
-    default_rate = 0.1
+    default_rate = 0.05
 
     def __init__(self, config: HiddenToolConfig) -> None:
         self.config = config

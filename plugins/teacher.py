@@ -180,6 +180,9 @@ class ProgrammaticTeacher:
             return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
         if isinstance(value, bool):
             return "yes" if value else "no"
+        if isinstance(value, dict):  # an attachment, an address: what a person would call it
+            label = next((value[k] for k in ("filename", "name", "title", "label", "line1") if isinstance(value.get(k), str)), None)
+            return label if label is not None else ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in value.items())
         if isinstance(value, float):
             return str(int(value)) if value.is_integer() else f"{value:.2f}"
         if isinstance(value, str):
@@ -285,8 +288,16 @@ def _summary(data: dict[str, Any]) -> str:
     record's key facts."""
     lists = [(k, v) for k, v in data.items() if isinstance(v, list)]
     facts = []
-    for key, value in data.items():
-        if key == "id" or key.endswith("_id") or value is None or isinstance(value, bool | list | dict):
+    flat = dict(data)
+    for key, value in data.items():  # one level of nesting: {"windows": {"driver_front": 20, ...}}
+        if isinstance(value, dict) and len(data) <= 3:
+            flat.pop(key)
+            flat.update({k: v for k, v in value.items() if k not in flat})
+    for key, value in flat.items():
+        if key == "id" or key.endswith("_id") or value is None or isinstance(value, list | dict):
+            continue
+        if isinstance(value, bool):
+            facts.append(f"{humanize(key)}: {'yes' if value else 'no'}")
             continue
         if isinstance(value, str | int | float) and len(str(value)) <= 60:
             facts.append(f"{humanize(key)}: {render_value(value)}")

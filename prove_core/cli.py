@@ -201,9 +201,11 @@ def audit_cmd(name: str, seed: int, as_json: bool) -> None:
 @click.option("--examples", type=int, default=None, help="Call conversations to keep (overrides [synth].examples).")
 @click.option("--name", default=None, help="Run name (output goes to <output_dir>/<name>/synth).")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: when stderr is a terminal).")
-def synth_cmd(config: str | None, examples: int | None, name: str | None, progress: bool | None) -> None:
+@click.option("--fresh", is_flag=True, help="Discard the run's corpus and drop log and start over.")
+def synth_cmd(config: str | None, examples: int | None, name: str | None, progress: bool | None, fresh: bool) -> None:
     """Synthesize a grounded training corpus from CONFIG's servers (the quickstart servers if
-    omitted). Resumable: run it again after an interruption and it continues."""
+    omitted). Resumable: run it again after an interruption and it continues; a corpus made from
+    other servers' code, seeds, options or settings is not extended (use --fresh)."""
     import attrs
 
     from prove_core.config import SynthConfig, load_experiment
@@ -216,7 +218,7 @@ def synth_cmd(config: str | None, examples: int | None, name: str | None, progre
             raise ProveError("--examples must be > 0")
         synth = attrs.evolve(synth, examples=examples)
     experiment = attrs.evolve(experiment, synth=synth, **({"name": name} if name else {}))
-    report = synthesize(experiment, _plugins(), echo=click.echo, progress=progress)
+    report = synthesize(experiment, _plugins(), echo=click.echo, progress=progress, fresh=fresh)
     if not report["reached_target"]:
         click.echo(f"warning: kept {report['by_behaviour'].get('call', 0)} of {synth.examples} call conversations "
                    "before the attempt limit (max_attempts_factor); see stats.md for drop reasons", err=True)

@@ -98,6 +98,9 @@ class MachineConfig:
     # Of the kept failures, the share recovered: the assistant explains, the user corrects a value,
     # the retry succeeds; the others end with the assistant giving up gracefully.
     recovery_rate: float = attrs.field(default=0.6, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # Share of calls whose user first asks for something the live state refuses (a frozen
+    # account, more than is available), then corrects it after the assistant explains
+    world_failure_rate: float = attrs.field(default=0.12, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     alternatives: int = attrs.field(default=25, validator=attrs.validators.ge(0))  # candidates tried per value
 
     @strata.validator
@@ -150,6 +153,12 @@ class SynthConfig:
     # chains sampled per server; None: enough for the target (1.5 x examples / servers, >= 400)
     chains_per_server: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     abstention_rate: float = attrs.field(default=0.08, validator=[attrs.validators.ge(0), attrs.validators.lt(1)])
+    # the clarification examples (a missing value, the assistant's question) kept at most at this
+    # share of the corpus: the paper's 1,500 of 13,517
+    clarification_rate: float = attrs.field(default=0.11, validator=[attrs.validators.ge(0), attrs.validators.lt(1)])
+    # no tool may take more than this many times the mean number of calls per tool of its server
+    # (conversations that would are dropped as tool_balance); 0 turns the cap off
+    max_tool_skew: float = attrs.field(default=3.0, validator=attrs.validators.ge(0))
     refresh_every: int = attrs.field(default=50, validator=attrs.validators.gt(0))
     sample_size: int = attrs.field(default=8, validator=attrs.validators.gt(0))
     rules: list[RuleConfig] = attrs.field(factory=list)

@@ -46,6 +46,8 @@ REDRAWS = 6  # fresh value draws tried when a drawn value is rejected by the too
 REPLANS = 3  # fresh phrasings and values tried when a request was incomplete or incoherent
 # Failures that say the request was wrong, not the world: never kept (the user would not ask so).
 SELF_INFLICTED = {"INVALID_ARGUMENT", "UNKNOWN_TOOL", "NOT_FOUND"}
+# Refusals by the live state's business rules: what recovery data is made of.
+WORLD_CODES = {"FAILED_PRECONDITION", "CONFLICT", "RESOURCE_EXHAUSTED", "PERMISSION_DENIED"}
 
 
 @attrs.define
@@ -162,12 +164,15 @@ class ConversationMachine:
             self._field_values[key] = sorted(values, key=repr)[:400]
         return self._field_values[key]
 
-    def _draw(self, step: Step, param: str, prop: dict[str, Any], rng: random.Random) -> Any:
-        """A value the user could choose for a non-entity parameter, drawn for this call."""
+    def _draw(self, step: Step, param: str, prop: dict[str, Any], rng: random.Random,
+              call_seed: float | None = None) -> Any:
+        """A value the user could choose for a non-entity parameter, drawn for this call. Value
+        sources of one call get generators with the same seed (``call_seed``), so related fields
+        can agree."""
         tool, rt = step.tool, step.runtime
         source = tool.values.get(param)
         if source is not None:
-            return source(rng, self._seed_states[rt.name])
+            return source(random.Random(call_seed if call_seed is not None else rng.random()), self._seed_states[rt.name])
         examples = [e[param] for e in self._examples_of(tool, rt) if param in e]
         if "enum" in prop and rng.random() < 0.5:
             return rng.choice(prop["enum"])
@@ -211,12 +216,20 @@ class ConversationMachine:
         step = Step(id=f"s{i + 1}", tool=tool, public_name=public, runtime=rt)
         examples = self._examples_of(tool, rt)
         draft: dict[str, Any] = {}
+        call_seed = rng.random()
         for name, prop in props.items():
             if name in required or any(name in e for e in examples) or not prop.get(ENTITY_KEY):
-                draft[name] = self._draw(step, name, prop, rng) if not prop.get(ENTITY_KEY) else f"<{name}>"
-        phrasings = self._phrasings(tool, {k: v for k, v in draft.items() if v is not None})
+                draft[name] = self._draw(step, name, prop, rng, call_seed) if not prop.get(ENTITY_KEY) else f"<{name}>"
+        draft = {k: v for k, v in draft.items() if v is not None}
+        phrasings = self._phrasings(tool, draft)
         step.template = rng.choice(phrasings) if phrasings else None
         mentioned = set(slots(step.template)) if step.template else None
+        if mentioned is not None and callable(tool.asks):
+            # an optional value the wording depends on ("mark it unread") stays in the call
+            for name in sorted(set(draft) - mentioned - required):
+                if not props[name].get(ENTITY_KEY) and \
+                        step.template not in self._phrasings(tool, {k: v for k, v in draft.items() if k != name}):
+                    mentioned.add(name)
         for name, prop in props.items():
             entity = prop.get(ENTITY_KEY)
             if name not in required:
@@ -247,7 +260,7 @@ class ConversationMachine:
             elif draft.get(name) is not None:
                 step.fixed[name] = draft[name]
                 step.alternatives[name] = [v for v in (self._draw(step, name, prop, rng) for _ in range(4))
-                                           if v is not None and v != draft[name]]
+                                           if v is not None and v != draft[name] and self._valid(step, {**draft, name: v})]
         return step
 
     def _phrasings(self, tool: ToolDef, args: dict[str, Any]) -> list[str]:
@@ -286,15 +299,21 @@ class ConversationMachine:
         outcome = "completed"
         errors = calls = 0
         for i in range(len(steps)):
-            step = self._run_step(steps, i, sid, rng)
+            # a refused first ask adds one failed call to the planned ones; it must fit the budget
+            may_fail = (errors + 1) / (len(steps) + errors + 1) <= self.max_error_rate
+            step = self._run_step(steps, i, sid, rng, may_fail=may_fail)
             for _ in range(REPLANS if chain is not None else 0):
                 if not (step.result.is_error and step.result.code in SELF_INFLICTED):
                     break
                 # the request itself was incomplete or incoherent (a missing detail, someone
                 # else's account): the user would have asked differently
                 steps[i] = self._plan_step(chain, i, steps[:i], context, rng, [])
-                step = self._run_step(steps, i, sid, rng)
+                step = self._run_step(steps, i, sid, rng, may_fail=may_fail)
             calls += 1
+            if step.failed is not None:  # the user first asked for something the world refused
+                errors += 1
+                calls += 1
+                outcome = "recovered"
             if step.result.is_error and step.result.code in SELF_INFLICTED:
                 self._find_working_values(step, sid)
                 if step.result.is_error:
@@ -341,7 +360,7 @@ class ConversationMachine:
                 return "gave_up", done, sid
         return outcome, done, sid
 
-    def _run_step(self, steps: list[Step], i: int, sid: str, rng: random.Random) -> Step:
+    def _run_step(self, steps: list[Step], i: int, sid: str, rng: random.Random, *, may_fail: bool = False) -> Step:
         """Resolve step ``i``'s arguments (ids flowing from earlier results) and call it."""
         env, step = self.env, steps[i]
         named: dict[str, set[str]] = {}
@@ -381,7 +400,12 @@ class ConversationMachine:
                 step.described.add(param)  # the user says which one they mean
                 step.alternatives[param] = [as_argument(prop, x) for x in ids[1: 1 + self.config.alternatives]]
         step.args = args
+        step.failed = step.corrected = step.first_ask = None
+        if may_fail and rng.random() < self.config.world_failure_rate:
+            self._first_ask_refused(step, sid, rng)  # before the real call: a refusal changes nothing
         step.result = env.call(sid, step.public_name, args)
+        if step.result.is_error and step.failed is not None:
+            step.failed = step.corrected = step.first_ask = None  # the recovery must end in success
         if step.result.is_error and step.result.code in SCHEMA_CODES:
             self._redraw(step, sid, rng)  # our own drawn value was malformed: the user says another
         return step
@@ -398,8 +422,9 @@ class ConversationMachine:
         free = [p for p in step.fixed if not props.get(p, {}).get(ENTITY_KEY)]
         for _ in range(REDRAWS if free else 0):
             trial = dict(step.args)
+            call_seed = rng.random()
             for param in free:
-                value = self._draw(step, param, props[param], rng)
+                value = self._draw(step, param, props[param], rng, call_seed)
                 if value is not None:
                     trial[param] = value
             result = self.env.call(sid, step.public_name, trial)
@@ -426,6 +451,27 @@ class ConversationMachine:
             if not result.is_error:
                 self._take(step, param, candidate, sid)
                 step.args, step.result = trial, result
+                return
+
+    def _first_ask_refused(self, step: Step, sid: str, rng: random.Random) -> None:
+        """Let the user first ask for something the live state refuses (the frozen account, more
+        than is available) and then correct it to what the plan holds: recovery data whose
+        failure comes from the world."""
+        candidates = self._candidates(step)
+        rng.shuffle(candidates)
+        state = step.runtime.state(sid)
+        for param, candidate in candidates[:8]:
+            trial = {**step.args, param: candidate}
+            before = state.snapshot()
+            result = self.env.call(sid, step.public_name, trial)
+            if not result.is_error:
+                state.restore(before)  # only a refusal may stand before the real call
+                continue
+            if result.code in WORLD_CODES:
+                entity = _entity(step.tool, param)
+                table = self._table(step.runtime, sid, entity) if entity else None
+                record = dict(table.find(_scalar(candidate)) or {"id": _scalar(candidate)}) if table is not None else None
+                step.failed, step.corrected, step.first_ask = (trial, result), param, (candidate, record)
                 return
 
     def _recover(self, step: Step, sid: str, rng: random.Random) -> bool:
@@ -521,7 +567,8 @@ class ConversationMachine:
     def _withheld(self, step: Step, rng: random.Random) -> str | None:
         """The value the user leaves out of the first request: an entity they must then name."""
         required = step.tool.spec.parameters.get("required", [])
-        entities = [p for p in required if p in step.fixed and _entity(step.tool, p) and p in step.records]
+        entities = [p for p in required if p in step.fixed and _entity(step.tool, p) and p in step.records
+                    and p != step.corrected]  # the value the user later corrects is in the first request
         return rng.choice(entities) if entities else None
 
     def _split(self, n: int, rng: random.Random) -> list[tuple[int, int]]:

@@ -13,10 +13,12 @@ are skipped, and nothing is lost or written twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import random
+import re
 import sys
 import time
 from collections import Counter
@@ -31,7 +33,7 @@ from prove_core.config import Experiment, ResolvedServer, SynthConfig, resolve
 from prove_core.conversation import ConversationMachine, Unusable
 from prove_core.errors import ConfigError
 from prove_core.graph import Chain, GraphCache, coverage_report, schema_hash
-from prove_core.model import Example, JsonlWriter, read_jsonl, to_json
+from prove_core.model import Example, JsonlWriter, read_jsonl, to_json, write_atomic
 from prove_core.runtime import Environment, ServerRuntime
 from prove_core.validation import Deduper, call_tokens, replay, ungrounded_mentions
 
@@ -135,13 +137,21 @@ class Stats:
     def __init__(self) -> None:
         self.kept: Counter[str] = Counter()
         self.drops: Counter[str] = Counter()
+        self.drops_by_tool: dict[str, Counter[str]] = {}
         self.by_server: Counter[str] = Counter()
         self.by_stratum: Counter[str] = Counter()
         self.by_length: Counter[int] = Counter()
         self.by_behaviour: Counter[str] = Counter()
         self.tools_used: dict[str, set[str]] = {}
+        self.tool_calls: dict[str, Counter[str]] = {}
         self.perturbations: Counter[str] = Counter()
         self.seconds = {"generate": 0.0, "validate": 0.0}
+
+    def drop(self, reason: str, detail: str) -> None:
+        self.drops[reason] += 1
+        tool = _failing_tool(detail)
+        if tool:
+            self.drops_by_tool.setdefault(reason, Counter())[tool] += 1
 
     def keep(self, example: Example) -> None:
         server = "+".join(example.task.servers) if example.task.servers else f"imported:{example.task.meta.get('source', '?')}"
@@ -151,6 +161,7 @@ class Stats:
             self.by_stratum[example.task.meta.get("stratum", "?")] += 1
             self.by_length[len(example.task.calls)] += 1
         self.tools_used.setdefault(server, set()).update(c.tool for c in example.task.calls)
+        self.tool_calls.setdefault(server, Counter()).update(c.tool for c in example.task.calls)
         for change in example.task.meta.get("perturbations", []):
             self.perturbations[change.get("name", "?")] += 1
 
@@ -161,6 +172,7 @@ class Stats:
             "by_server": dict(self.by_server), "by_behaviour": dict(self.by_behaviour),
             "by_stratum": dict(self.by_stratum), "by_chain_length": {str(k): v for k, v in sorted(self.by_length.items())},
             "drops": dict(self.drops),
+            "drops_by_tool": {reason: dict(c.most_common(10)) for reason, c in sorted(self.drops_by_tool.items())},
             "perturbations": dict(self.perturbations),
             "tool_coverage": {
                 name: {"tools": len(p.env.specs()), "used": len(self.tools_used.get(name, ())),
@@ -172,6 +184,30 @@ class Stats:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "validation_share": round(self.seconds["validate"] / total, 3) if total else 0.0,
         }
+
+
+def _within_quotas(outcome: _Outcome, stats: Stats, cfg: SynthConfig) -> _Outcome:
+    """A perturbation that turned a call conversation into an abstain or clarify example is undone
+    when that behaviour already has its share of the corpus (the paper's mix)."""
+    expected = outcome.example.task.expected
+    rates = {"abstain": cfg.abstention_rate, "clarify": cfg.clarification_rate}
+    if outcome.original is None or expected not in rates or outcome.example.task.meta.get("source") == "irrelevance":
+        return outcome
+    if stats.by_behaviour[expected] >= rates[expected] * (sum(stats.by_behaviour.values()) + 1):
+        return attrs.evolve(outcome, example=outcome.original)
+    return outcome
+
+
+def _over_used(example: Example, stats: Stats, plans: dict[str, ServerPlan], skew: float) -> bool:
+    """Would keeping ``example`` push one of its tools above ``skew`` times the mean number of
+    calls per tool of its server (with a little slack while the corpus is small)?"""
+    server = "+".join(example.task.servers)
+    plan, counts = plans.get(server), stats.tool_calls.get(server, Counter())
+    if plan is None or not example.task.calls:
+        return False
+    tools = len(plan.env.specs())
+    cap = skew * (sum(counts.values()) + len(example.task.calls)) / tools + 5
+    return any(counts[c.tool] + 1 > cap for c in example.task.calls)
 
 
 def _validate(example: Example, env: Environment, cfg: SynthConfig) -> tuple[str | None, str]:
@@ -203,12 +239,73 @@ class Progress:
                 sys.stderr.write("\n")
 
 
+# Settings that change how far a run goes or what it writes beside the corpus, not the corpus:
+# a resume may change them (ask for more examples, more workers, other exports).
+_NOT_FINGERPRINTED = ("examples", "max_attempts_factor", "workers", "exports", "plots", "cache_dir")
+
+
+def fingerprint(experiment: Experiment, resolved: list[ResolvedServer], plugins: Any) -> dict[str, Any]:
+    """What a corpus is a function of: the servers' code, seeds and seed options, the synthesis
+    settings, and the code of the components that write it. A resume must match it."""
+    import cattrs
+
+    cfg = experiment.synth or SynthConfig()
+    registry = plugins.registry
+    settings = {k: v for k, v in cattrs.Converter().unstructure(cfg).items() if k not in _NOT_FINGERPRINTED}
+
+    def code(obj: Any) -> str:
+        module = sys.modules.get(getattr(obj, "__module__", "") or "")
+        path = getattr(module, "__file__", None)
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] if path else "?"
+
+    servers = {}
+    for entry in resolved:
+        server = registry.load("servers", entry.name)
+        servers[entry.name] = {"seed": entry.seed, "options": _plain(entry.options), "code": code(server.seed_fn),
+                               "schema": schema_hash(server.specs())}
+    components = {kind: code(type(registry.load(plural, getattr(cfg, kind))))
+                  for kind, plural in (("labeller", "extractors"), ("extractor", "extractors"),
+                                       ("sampler", "samplers"), ("teacher", "teachers"))}
+    components["machine"] = code(ConversationMachine)
+    return {"servers": servers, "synth": settings, "components": components}
+
+
+def _check_resume(out_dir: Path, current: dict[str, Any], fresh: bool) -> None:
+    """Start over when asked; refuse to extend a corpus made from other servers, seeds, options
+    or settings (its examples would silently mix two different pipelines)."""
+    files = [out_dir / n for n in ("corpus.jsonl", "drops.jsonl", "fingerprint.json")]
+    if fresh:
+        for path in files:
+            path.unlink(missing_ok=True)
+    has_data = any(p.exists() and p.stat().st_size for p in files[:2])
+    stored_path = files[2]
+    if has_data:
+        if not stored_path.exists():
+            raise ConfigError(f"{out_dir} holds a corpus with no fingerprint (made by an older PROVE), so it cannot "
+                              "be resumed safely; start over with `prove synth CONFIG --fresh` (or delete the folder), or choose "
+                              "another run name")
+        stored = json.loads(stored_path.read_text())
+        if stored != current:
+            changed = sorted(_differences(stored, current))
+            raise ConfigError(f"{out_dir} holds a corpus made with other settings or code ({', '.join(changed[:8])}); "
+                              "resuming would mix the two. Start over with `prove synth CONFIG --fresh` (or delete "
+                              "the folder), or choose another run name")
+    write_atomic(stored_path, json.dumps(current, indent=2, sort_keys=True))
+
+
+def _differences(a: Any, b: Any, path: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b)) for d in _differences(a.get(k), b.get(k), f"{path}.{k}" if path else k)]
+    return [] if a == b else [path or "(all)"]
+
+
 def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], None] = print,
-               progress: bool | None = None) -> dict[str, Any]:
+               progress: bool | None = None, fresh: bool = False) -> dict[str, Any]:
     cfg = experiment.synth or SynthConfig()
     out_dir = experiment.run_dir / "synth"
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = {entry.name: entry for entry in resolve(experiment, plugins.registry)}
+    _check_resume(out_dir, fingerprint(experiment, list(resolved.values()), plugins), fresh)
     units = [[entry] for entry in resolved.values()]
     for i, group in enumerate(cfg.mounts):
         missing = [n for n in group if n not in resolved]
@@ -228,7 +325,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
         stats.keep(example)
         kept_calls += example.task.expected == "call" and not example.id.endswith("-clarify")
     for record in read_jsonl(drops):
-        stats.drops[record["reason"]] += 1
+        stats.drop(record["reason"], record.get("detail", ""))
     resumed = kept_calls
     bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress)
     global _WORK
@@ -252,19 +349,25 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 stats.seconds["generate"] += outcome.generate_s
                 stats.seconds["validate"] += outcome.validate_s
                 reason = outcome.reason
+                if reason is None:
+                    outcome = _within_quotas(outcome, stats, cfg)
                 if reason is None and outcome.example.task.meta.get("source") == "irrelevance" and \
                         stats.by_behaviour["abstain"] >= cfg.abstention_rate * (sum(stats.by_behaviour.values()) + 1):
                     reason = "abstention_quota"  # keeps abstention at its share of the kept corpus
+                if reason is None and cfg.max_tool_skew and _over_used(outcome.example, stats, plans, cfg.max_tool_skew):
+                    reason = "tool_balance"  # keeps one entry tool (list_vehicles) from dominating
                 if reason is None and not dedup.offer(call_tokens(outcome.example)):
                     reason = "duplicate"
                 if reason is not None:
                     dropped.write({"id": outcome.example_id, "reason": reason, "detail": outcome.detail})
-                    stats.drops[reason] += 1
+                    stats.drop(reason, outcome.detail)
                     continue
                 # The companion goes first: a kill between the two writes leaves the main example
                 # unwritten, so a resumed run regenerates it (and skips the companion already there).
                 extra = outcome.companion
-                if extra is not None and extra.id not in writer and dedup.offer(call_tokens(extra)):
+                if extra is not None and extra.id not in writer and \
+                        stats.by_behaviour["clarify"] < cfg.clarification_rate * (sum(stats.by_behaviour.values()) + 1) \
+                        and dedup.offer(call_tokens(extra)):
                     writer.write(to_json(extra))
                     stats.keep(extra)
                 writer.write(to_json(outcome.example))
@@ -280,8 +383,11 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                     writer.write(to_json(example))
                     stats.keep(example)
                 else:
-                    stats.drops["duplicate"] += 1
+                    stats.drop("duplicate", "")
     report = stats.to_json(plans)
+    from prove_core.corpus_quality import figures
+
+    report["quality"] = figures(_example(r) for r in read_jsonl(corpus))
     report["resumed_from"] = resumed
     report["target"] = cfg.examples
     report["reached_target"] = kept_calls >= cfg.examples
@@ -325,6 +431,7 @@ class _Outcome:
     detail: str
     generate_s: float
     validate_s: float
+    original: Example | None = None  # before the perturbations, when they changed it
 
 
 def _produce(i: int) -> _Outcome:
@@ -354,9 +461,11 @@ def _produce(i: int) -> _Outcome:
         return _Outcome(example_id, None, None, exc.reason, str(exc), time.perf_counter() - started, 0.0)
     generated = time.perf_counter()
     reason, detail = _validate(example, world.env, cfg)
+    original = example
     if reason is None and work.perturber is not None:
         example = work.perturber(example)  # after validation: the replayed calls are the originals
-    return _Outcome(example_id, example, companion, reason, detail, generated - started, time.perf_counter() - generated)
+    return _Outcome(example_id, example, companion, reason, detail, generated - started, time.perf_counter() - generated,
+                    original=original if original is not example else None)
 
 
 class _pool:
@@ -398,6 +507,18 @@ def _example(record: dict[str, Any]) -> Example:
     return from_json(record, Example)
 
 
+_TOOL_IN_DETAIL = re.compile(r"flowed from \w+ to (\w+)|^(\w+)[ .:]")
+
+
+def _failing_tool(detail: str) -> str | None:
+    """The tool a drop's detail names first (``"close_account: every request ..."``,
+    ``"2 of 4 calls failed: close_account FAILED_PRECONDITION/..."``)."""
+    if ": " in detail and "calls failed" in detail:
+        detail = detail.split(": ", 1)[1]
+    match = _TOOL_IN_DETAIL.search(detail)
+    return (match.group(1) or match.group(2)) if match else None
+
+
 def _fmt(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
@@ -412,6 +533,14 @@ def _write_markdown(report: dict[str, Any], path: Path) -> None:
     lines += ["## Tool coverage", "", "| server | used / tools | unused |", "| --- | --- | --- |"]
     for name, cov in report["tool_coverage"].items():
         lines.append(f"| {name} | {cov['used']}/{cov['tools']} | {', '.join(cov['unused']) or '-'} |")
+    lines += ["", "## Drops by reason and tool", "", "| reason | tools (count) |", "| --- | --- |"]
+    lines += [f"| {reason} | {', '.join(f'{t} ({n})' for t, n in tools.items())} |"
+              for reason, tools in report.get("drops_by_tool", {}).items()]
+    lines += [""]
+    if "quality" in report:
+        from prove_core.corpus_quality import markdown
+
+        lines += markdown(report["quality"])
     lines += ["", f"Time: generation {report['seconds']['generate']} s, validation {report['seconds']['validate']} s "
               f"({report['validation_share']:.0%} of the total)."]
     path.write_text("\n".join(lines) + "\n")

@@ -22,7 +22,12 @@ any server by ``check_phrasings``:
   when the chosen template mentions it, so the user has said every value the call carries;
 - the text outside slots never spells out a tool or parameter name (no ``snake_case`` words);
 - ``asks`` may be a callable of the call's arguments returning the templates, for wording that
-  depends on a value (``"freeze {card_id}"`` vs ``"unfreeze {card_id}"``).
+  depends on a value (``"freeze {card_id}"`` vs ``"unfreeze {card_id}"``); a required yes/no or
+  choice parameter it branches on needs no slot, and synthesis keeps every optional argument
+  whose value changes the templates it returns.
+
+All value sources of one call are given random generators with the same seed, so sources of
+related fields can draw the same record (a new contact's name and e-mail address agree).
 
 ``values`` draw a realistic value per call for parameters the user chooses freely (a new
 payee's name, an amount, a meeting title): ``(rng, state) -> value``, checked to pass the
@@ -67,6 +72,15 @@ def required_values(tool: ToolDef) -> set[str]:
     return {p for p in params.get("required", []) if ENTITY_KEY not in props.get(p, {})}
 
 
+def implied_by_wording(tool: ToolDef) -> set[str]:
+    """Required yes/no and choice parameters a callable ``asks`` may leave out of its templates:
+    the branch it takes says the value ("freeze" vs "unfreeze")."""
+    if not callable(tool.asks):
+        return set()
+    props = tool.spec.parameters.get("properties", {})
+    return {p for p in required_values(tool) if props.get(p, {}).get("type") == "boolean" or "enum" in props.get(p, {})}
+
+
 def check_template(tool: ToolDef, template: str) -> list[str]:
     """What is wrong with one template of ``tool`` (empty when nothing is)."""
     where = f"{tool.name}: {template!r}"
@@ -76,7 +90,7 @@ def check_template(tool: ToolDef, template: str) -> list[str]:
         return [f"{where}: {exc}"]
     props = tool.spec.parameters.get("properties", {})
     problems = [f"{where}: slot {{{name}}} is not a parameter" for name in named if name not in props]
-    missing = sorted(required_values(tool) - set(named))
+    missing = sorted(required_values(tool) - set(named) - implied_by_wording(tool))
     if missing:
         problems.append(f"{where}: does not mention required {missing}")
     prose = re.sub(r"\{[^}]*\}", " ", template)
