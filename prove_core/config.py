@@ -98,6 +98,9 @@ class MachineConfig:
     # Of the kept failures, the share recovered: the assistant explains, the user corrects a value,
     # the retry succeeds; the others end with the assistant giving up gracefully.
     recovery_rate: float = attrs.field(default=0.6, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # Share of conversations whose user names an entity as people do (a name, an e-mail) so the
+    # assistant looks it up first with a read-only search, instead of being handed its id
+    lookup_rate: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # Share of calls whose user first asks for something the live state refuses (a frozen
     # account, more than is available), then corrects it after the assistant explains
     world_failure_rate: float = attrs.field(default=0.12, validator=[attrs.validators.ge(0), attrs.validators.le(1)])

@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from prove_core.config import STRATA, MachineConfig
-from prove_core.graph import Chain, as_argument, flow_values, flowing_values, schema_hash
+from prove_core.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.runtime import Environment, ToolResult
 from prove_core.testing.conformance import example_at
@@ -42,6 +42,8 @@ from prove_core.toolkit.phrasing import slots, templates
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
 from prove_core.validation import SCHEMA_CODES
 
+# Fields of a record a user may know it by, and look it up with.
+LOOKUP_FIELDS = ("name", "full_name", "display_name", "email", "title", "username", "handle", "nickname", "company")
 REDRAWS = 6  # fresh value draws tried when a drawn value is rejected by the tool's schema
 REPLANS = 3  # fresh phrasings and values tried when a request was incomplete or incoherent
 # Failures that say the request was wrong, not the world: never kept (the user would not ask so).
@@ -105,6 +107,7 @@ class ConversationMachine:
         self.config = config
         self.seed = seed
         self.max_error_rate = 0.3  # the replay's drop threshold: kept failures stay within it
+        self.max_chain_length = 5  # a lookup in front never makes a chain longer than this
         # One server, or several mounted together (tool names then carry `<server>_` prefixes,
         # exactly as `prove serve a b` publishes them); a mounted group shares one seed.
         self.servers = sorted(env.runtimes)
@@ -113,6 +116,8 @@ class ConversationMachine:
         self.schema_hash = schema_hash(env.specs())
         self._examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._field_values: dict[tuple[str, str], list[Any]] = {}
+        self._lookup_tools: dict[tuple[str, str], list[ToolDef]] = {}
+        self._lookup_args_cache: dict[tuple[str, str, str], dict[str, Any] | None] = {}
         sid = env.new_session()
         self.initial_hash = env.state_hash(sid)
         self.today = next(iter(env.runtimes.values())).state(sid).today().isoformat()
@@ -196,15 +201,85 @@ class ConversationMachine:
         return True
 
     # -- planning ------------------------------------------------------------------------------
-    def plan(self, chain: Chain, context: Any, rng: random.Random) -> list[Step]:
+    def plan(self, chain: Chain, context: Any, rng: random.Random,
+             forced: dict[int, dict[str, Any]] | None = None) -> list[Step]:
         steps: list[Step] = []
         chosen: list[dict[str, Any]] = []  # sampled records so far: later picks should belong with them
         for i in range(len(chain.tools)):
-            steps.append(self._plan_step(chain, i, steps, context, rng, chosen))
+            steps.append(self._plan_step(chain, i, steps, context, rng, chosen, (forced or {}).get(i)))
         return steps
 
+    # -- looking an entity up by what the user calls it ------------------------------------------
+    def _with_lookup(self, chain: Chain, first: Step, rng: random.Random) -> tuple[Chain, dict[int, dict[str, Any]]] | None:
+        """``chain`` with a read-only lookup in front that finds, from what the user says (a name,
+        an e-mail), an entity the first call needs; and the lookup's arguments."""
+        params = [p for p in sorted(first.fixed) if p in first.records and _entity(first.tool, p)]
+        rng.shuffle(params)
+        rt = first.runtime
+        for param in params:
+            entity = _entity(first.tool, param)
+            record = first.records[param]
+            for tool in self._lookups(rt, entity, first.tool.name):
+                args = self._lookup_args(rt, tool, entity, record)
+                if args is None:
+                    continue
+                public = self.env.public_name(rt.name, tool.name)
+                edge = Edge(source=public, target=chain.tools[0], label="explicit", entity=entity, param=param,
+                            evidence=f"the user names the {entity}; {tool.name} finds its id", verified=True)
+                return Chain(tools=[public, *chain.tools], edges=[edge, *chain.edges]), {0: args}
+        return None
+
+    def _lookups(self, rt: Any, entity: str, besides: str) -> list[ToolDef]:
+        """Read-only tools of ``rt`` that need no entity id and return ``entity`` records."""
+        key = (rt.name, entity)
+        if key not in self._lookup_tools:
+            found = []
+            for tool in rt.server.tools.values():
+                spec = tool.spec
+                required = spec.parameters.get("required", [])
+                if spec.annotations.read_only and entity in spec.reads and not spec.entity_params().keys() & set(required):
+                    found.append(tool)
+            self._lookup_tools[key] = found
+        return [t for t in self._lookup_tools[key] if t.name != besides]
+
+    def _lookup_args(self, rt: Any, tool: ToolDef, entity: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Arguments a user could give ``tool`` (the record's name, part of it, its e-mail) with
+        which its result on the seed state holds the record; None when none do."""
+        key = (rt.name, tool.name, str(record.get("id")))
+        if key in self._lookup_args_cache:
+            return self._lookup_args_cache[key]
+        props = tool.spec.parameters.get("properties", {})
+        required = tool.spec.parameters.get("required", [])
+        texts = [p for p in required if props.get(p, {}).get("type") == "string" and "enum" not in props[p]]
+        found = None
+        if len(texts) == len(required) <= 1:
+            words = [v for k, v in record.items() if isinstance(v, str) and k in LOOKUP_FIELDS]
+            words += [w for v in list(words) for w in v.split()[1:] if len(w) > 2]
+            trials = [{texts[0]: w} for w in dict.fromkeys(words)] if texts else [{}]
+            sid = rt.new_session()
+            try:
+                for args in trials:
+                    if not self._valid_args(tool, args):
+                        continue
+                    result = rt.call(sid, tool.name, args)
+                    if not result.is_error and record.get("id") in flowing_values(rt, sid, entity, "", result.data):
+                        found = args
+                        break
+            finally:
+                rt.close(sid)
+        self._lookup_args_cache[key] = found
+        return found
+
+    @staticmethod
+    def _valid_args(tool: ToolDef, args: dict[str, Any]) -> bool:
+        try:
+            tool.validate(args)
+        except Exception:  # noqa: BLE001
+            return False
+        return True
+
     def _plan_step(self, chain: Chain, i: int, steps: list[Step], context: Any, rng: random.Random,
-                   chosen: list[dict[str, Any]]) -> Step:
+                   chosen: list[dict[str, Any]], forced: dict[str, Any] | None = None) -> Step:
         """Step ``i``: its phrasing first, then a value for every parameter the phrasing (or the
         schema) needs: from an earlier result, a sampled entity, or a drawn value."""
         public = chain.tools[i]
@@ -221,7 +296,10 @@ class ConversationMachine:
             if name in required or any(name in e for e in examples) or not prop.get(ENTITY_KEY):
                 draft[name] = self._draw(step, name, prop, rng, call_seed) if not prop.get(ENTITY_KEY) else f"<{name}>"
         draft = {k: v for k, v in draft.items() if v is not None}
+        draft.update(forced or {})
         phrasings = self._phrasings(tool, draft)
+        if forced:  # the user says the forced values: only phrasings that carry them
+            phrasings = [t for t in phrasings if set(forced) <= set(slots(t))] or phrasings
         step.template = rng.choice(phrasings) if phrasings else None
         mentioned = set(slots(step.template)) if step.template else None
         if mentioned is not None and callable(tool.asks):
@@ -521,6 +599,11 @@ class ConversationMachine:
         stratum = rng.choices(STRATA, weights=[self.config.strata.get(s, 0.0) for s in STRATA])[0]
         persona = self.teacher.persona(rng)
         steps = self.plan(chain, context, rng)
+        if rng.random() < self.config.lookup_rate and len(chain.tools) < self.max_chain_length:
+            looked_up = self._with_lookup(chain, steps[0], rng)
+            if looked_up is not None:  # the user names the entity; the assistant looks it up first
+                chain, forced = looked_up
+                steps = self.plan(chain, context, rng, forced=forced)
         outcome, done, sid = self.execute(steps, rng, chain, context)
         self.env.close(sid)
         if not done:

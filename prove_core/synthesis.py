@@ -73,6 +73,7 @@ def _world(entries: list[ResolvedServer], seed: int, cfg: SynthConfig, plugins: 
                                      max_sessions=experiment.sessions.max_sessions) for e in entries])
     machine = ConversationMachine(env, teacher, cfg.conversation, seed=cfg.seed)
     machine.max_error_rate = cfg.max_error_rate
+    machine.max_chain_length = cfg.max_chain_length
     machine.seed_options = {e.name: _plain(e.options) for e in entries}
     context = registry.load("samplers", cfg.sampler).sample(env, rules)
     return World(seed=seed, env=env, machine=machine, context=context)
