@@ -86,6 +86,15 @@ MERCHANTS = (  # name, typical smallest and largest ticket
     ("Noodle House", 12.0, 48.0),
     ("HomeGoods Depot", 15.0, 240.0),
 )
+# What customers type when they move or send money (synthesis draws from these).
+BILL_NICKNAMES = {"City Power & Light": "Power bill", "Metro Water Utility": "Water bill", "Summit Wireless": "Phone",
+                  "Fibernet Internet": "Internet"}
+PERSON_NICKNAMES = ("Mom", "Babysitter", "Roommate", "Cleaner", "Piano lessons", "Contractor", "Dog walker", "Tutor")
+PAYMENT_MEMOS = ("March rent", "Invoice 1042", "Dinner split", "Thanks!", "Birthday gift", "Water bill",
+                 "Babysitting", "Concert tickets", "Loan repayment", "Deposit", "Monthly dues", "Repairs")
+TRANSFER_MEMOS = ("Monthly savings", "Vacation fund", "Card payment", "Emergency fund", "Rainy day", "Holiday gifts",
+                  "Tax set-aside", "Topping up checking", "New car fund", "Wedding savings")
+ROUND_AMOUNTS = (20.0, 25.0, 40.0, 50.0, 60.0, 75.0, 100.0, 120.0, 150.0, 200.0)
 # Account layouts (type, shape) cycled over customers, so a seed of any size has a zero-balance
 # account to close, a frozen account, a near-empty one and a closed one.
 PROFILES = (
@@ -476,6 +485,15 @@ def _payment_example(s: BankState) -> Record:
     return {**_as_owner(source, "from_account_id"), "payee_id": payee["id"], "amount": 50.0, "memo": "March"}
 
 
+def _new_payee(rng: random.Random) -> tuple[str, str]:
+    """A payee's name and a nickname that fits it (synthesis values: each field draws the same
+    payee, so with the same seed the name and nickname agree)."""
+    if rng.random() < 0.4:
+        business = rng.choice((*LANDLORDS, *UTILITIES))
+        return business, BILL_NICKNAMES.get(business) or rng.choice(("Rent", "Landlord", "Apartment"))
+    return fake.full_name(rng), rng.choice(PERSON_NICKNAMES)
+
+
 def _closable_example(s: BankState) -> Record:
     account = s.accounts.first(lambda a: a["balance"] == 0 and not _holds(s, a["id"]), status="active")
     return _as_owner(account, "account_id")
@@ -506,7 +524,13 @@ Memo = Annotated[str | None, Field(max_length=140, description="Optional note sh
 ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
-@server.tool(read_only=True, reads=["customer"], examples=[lambda s: {"query": s.customers.first()["name"].split()[1]}])
+@server.tool(
+    read_only=True,
+    reads=["customer"],
+    examples=[lambda s: {"query": s.customers.first()["name"].split()[1]}],
+    asks=("find customers matching {query}", "look up {query} among the customers",
+          "search the customer list for {query}", "pull up the customer profile for {query}"),
+)
 def find_customers(
     state: BankState,
     query: Annotated[str, Field(min_length=2, max_length=80, description="Part of a name, e-mail or phone number.")],
@@ -524,6 +548,10 @@ def find_customers(
     reads=["customer", "account", "transaction"],
     errors=["CUSTOMER_NOT_FOUND"],
     examples=[_first_customer, lambda s: {**_first_customer(s), "status": "active", "account_type": "checking"}],
+    asks=("list the accounts of {customer_id}", "show me all my accounts with their balances",
+          "pull up every account {customer_id} holds",
+          "show only the {status} {account_type} accounts of {customer_id}",
+          "list my {account_type} accounts"),
 )
 def list_accounts(
     state: BankState,
@@ -547,6 +575,8 @@ def list_accounts(
     reads=["account", "transaction"],
     errors=["ACCOUNT_NOT_FOUND"],
     examples=[lambda s: {"account_id": s.accounts.first(status="active")["id"]}],
+    asks=("check the balance of {account_id}", "tell me how much money is in {account_id}",
+          "show the available balance on {account_id}", "look up what's left in {account_id} after pending holds"),
 )
 def get_balance(state: BankState, account_id: AccountId) -> dict:
     """Current (posted) balance, pending card holds and available balance of one account, with its
@@ -576,6 +606,9 @@ def get_balance(state: BankState, account_id: AccountId) -> dict:
     errors=["CUSTOMER_NOT_FOUND", "ACCOUNT_NOT_FOUND", "ACCOUNT_NOT_OWNED", "ACCOUNT_CLOSED", "ACCOUNT_FROZEN",
             "PENDING_TRANSACTIONS", "BALANCE_NOT_ZERO"],
     examples=[_closable_example],
+    asks=("close {account_id}", "shut down {account_id} for good",
+          "permanently close {account_id} and cancel its cards",
+          "get rid of {account_id}, I don't use it anymore"),
 )
 def close_account(state: BankState, customer_id: CustomerId, account_id: AccountId) -> dict:
     """Close one of the customer's accounts for good and cancel the cards linked to it. Returns the
@@ -608,6 +641,12 @@ def close_account(state: BankState, customer_id: CustomerId, account_id: Account
     errors=["CUSTOMER_NOT_FOUND", "ACCOUNT_NOT_FOUND", "ACCOUNT_NOT_OWNED", "SAME_ACCOUNT", "ACCOUNT_CLOSED",
             "ACCOUNT_FROZEN", "ACCOUNT_TYPE_NOT_SUPPORTED", "INSUFFICIENT_FUNDS"],
     examples=[_transfer_example],
+    asks=("move ${amount} from {from_account_id} to {to_account_id}",
+          "transfer ${amount} out of {from_account_id} into {to_account_id}",
+          "put ${amount} into {to_account_id} from {from_account_id}",
+          "send ${amount} from {from_account_id} over to {to_account_id} with the note \"{memo}\"",
+          "shift ${amount} to {to_account_id}, memo \"{memo}\""),
+    values={"amount": lambda rng, s: rng.choice(ROUND_AMOUNTS), "memo": lambda rng, s: rng.choice(TRANSFER_MEMOS)},
 )
 def transfer_between_accounts(
     state: BankState,
@@ -645,6 +684,8 @@ def transfer_between_accounts(
     reads=["customer", "payee"],
     errors=["CUSTOMER_NOT_FOUND"],
     examples=[_first_customer, lambda s: {**_first_customer(s), "status": "verified"}],
+    asks=("list my saved payees", "show everyone {customer_id} has set up as a payee",
+          "pull up the payee list for {customer_id}", "show only the {status} payees of {customer_id}"),
 )
 def list_payees(
     state: BankState,
@@ -665,6 +706,17 @@ def list_payees(
     errors=["CUSTOMER_NOT_FOUND", "INVALID_ROUTING_NUMBER", "PAYEE_ALREADY_EXISTS"],
     examples=[lambda s: {**_first_customer(s), "name": "Harbor View Residences", "nickname": "New apartment",
                          "routing_number": sorted(BANK_DIRECTORY)[0], "account_number": "4829105736"}],
+    asks=("add {name} as a payee, routing number {routing_number}, account {account_number}",
+          "save {name} to my payees: routing {routing_number}, account number {account_number}",
+          "set up a new payee, {name}, with account {account_number} at routing number {routing_number}",
+          "add {name} (routing {routing_number}, account {account_number}) to the people I pay and call it "
+          "\"{nickname}\""),
+    values={
+        "name": lambda rng, s: _new_payee(rng)[0],
+        "routing_number": lambda rng, s: rng.choice(sorted(BANK_DIRECTORY)),
+        "account_number": lambda rng, s: fake.digits(rng, rng.choice((8, 10, 12))),
+        "nickname": lambda rng, s: _new_payee(rng)[1],
+    },
 )
 def add_payee(
     state: BankState,
@@ -702,6 +754,8 @@ def add_payee(
     mutates=["payee"],
     errors=["CUSTOMER_NOT_FOUND", "PAYEE_NOT_FOUND", "PAYEE_NOT_OWNED", "PAYEE_VERIFICATION_FAILED"],
     examples=[lambda s: _as_owner(s.payees.first(status="pending_verification"), "payee_id")],
+    asks=("verify {payee_id}", "get {payee_id} verified so I can pay them", "run the bank verification on {payee_id}",
+          "confirm the account details of {payee_id} with their bank"),
 )
 def verify_payee(state: BankState, customer_id: CustomerId, payee_id: PayeeId) -> dict:
     """Verify a payee's account with its bank so it can be paid. Returns the payee, now verified (a
@@ -723,6 +777,8 @@ def verify_payee(state: BankState, customer_id: CustomerId, payee_id: PayeeId) -
     mutates=["payee"],
     errors=["CUSTOMER_NOT_FOUND", "PAYEE_NOT_FOUND", "PAYEE_NOT_OWNED"],
     examples=[lambda s: _as_owner(s.payees.first(), "payee_id")],
+    asks=("remove {payee_id} from my payees", "delete {payee_id}", "take {payee_id} off the payee list",
+          "drop {payee_id} from the saved payees, I don't pay them anymore"),
 )
 def remove_payee(state: BankState, customer_id: CustomerId, payee_id: PayeeId) -> dict:
     """Delete a saved payee; past payments to it stay in the history. Returns the removed payee.
@@ -740,6 +796,11 @@ def remove_payee(state: BankState, customer_id: CustomerId, payee_id: PayeeId) -
             "ACCOUNT_CLOSED", "ACCOUNT_FROZEN", "ACCOUNT_TYPE_NOT_SUPPORTED", "PAYEE_NOT_VERIFIED",
             "DAILY_LIMIT_EXCEEDED", "INSUFFICIENT_FUNDS"],
     examples=[_payment_example],
+    asks=("pay {payee_id} ${amount} from {from_account_id}", "send ${amount} to {payee_id}",
+          "make a ${amount} payment to {payee_id} out of {from_account_id}",
+          "pay ${amount} to {payee_id} with the memo \"{memo}\"",
+          "transfer ${amount} to {payee_id} from {from_account_id}, note: {memo}"),
+    values={"amount": lambda rng, s: rng.choice(ROUND_AMOUNTS), "memo": lambda rng, s: rng.choice(PAYMENT_MEMOS)},
 )
 def pay_payee(
     state: BankState,
@@ -785,6 +846,11 @@ def pay_payee(
         lambda s: _checking_example(s, transaction_type="card_purchase", min_amount=20, status="posted",
                                     start_date=_months_later(s.today(), -1) + "-01", end_date=s.today().isoformat()),
     ],
+    asks=("show the recent transactions on {account_id}", "list the last {limit} transactions of {account_id}",
+          "pull up the activity on {account_id} between {start_date} and {end_date}",
+          "find {status} {transaction_type} transactions of at least ${min_amount} on {account_id} from {start_date} "
+          "to {end_date}",
+          "show the {status} {transaction_type} transactions on {account_id} since {start_date}"),
 )
 def list_transactions(
     state: BankState,
@@ -820,6 +886,8 @@ def list_transactions(
     reads=["transaction"],
     errors=["TRANSACTION_NOT_FOUND"],
     examples=[lambda s: {"transaction_id": s.transactions.first(type="transfer_out")["id"]}],
+    asks=("show me the details of {transaction_id}", "look up {transaction_id}",
+          "pull up everything about {transaction_id}", "explain {transaction_id} to me"),
 )
 def get_transaction(
     state: BankState,
@@ -836,6 +904,9 @@ def get_transaction(
     reads=["customer", "card"],
     errors=["CUSTOMER_NOT_FOUND"],
     examples=[_first_customer, lambda s: {**_first_customer(s), "status": "active"}],
+    asks=("list my cards", "show all the cards of {customer_id}",
+          "pull up the debit and credit cards {customer_id} has",
+          "list only the {status} cards of {customer_id}"),
 )
 def list_cards(
     state: BankState,
@@ -859,6 +930,10 @@ def list_cards(
         lambda s: {**_as_owner(s.cards.first(status="active"), "card_id"), "frozen": True},
         lambda s: {**_as_owner(s.cards.first(status="frozen"), "card_id"), "frozen": False},
     ],
+    asks=lambda a: ("freeze {card_id}", "put a temporary block on {card_id}", "lock {card_id} for now",
+                    "pause all new purchases on {card_id}") if a.get("frozen") else (
+                    "unfreeze {card_id}", "lift the block on {card_id}", "unlock {card_id} so I can use it again",
+                    "turn {card_id} back on"),
 )
 def set_card_frozen(
     state: BankState,
@@ -891,6 +966,8 @@ def set_card_frozen(
     mutates=["card"],
     errors=["CUSTOMER_NOT_FOUND", "CARD_NOT_FOUND", "CARD_NOT_OWNED", "CARD_CANCELLED", "ACCOUNT_CLOSED"],
     examples=[lambda s: {**_as_owner(s.cards.first(status="active"), "card_id"), "reason": "stolen"}],
+    asks=("report {card_id} as {reason}", "cancel {card_id}, it was {reason}, and send me a replacement",
+          "block {card_id} for good and order a new one", "report {card_id} lost and get a new card sent out"),
 )
 def report_card_lost(
     state: BankState,
@@ -930,6 +1007,10 @@ def report_card_lost(
     mutates=["card"],
     errors=["CUSTOMER_NOT_FOUND", "CARD_NOT_FOUND", "CARD_NOT_OWNED", "CARD_CANCELLED", "SPENDING_LIMIT_TOO_HIGH"],
     examples=[lambda s: {**_as_owner(s.cards.first(status="active", type="debit"), "card_id"), "daily_limit": 1500.0}],
+    asks=("set the daily limit on {card_id} to ${daily_limit}", "change the daily spending cap of {card_id} to "
+          "${daily_limit}", "let me spend up to ${daily_limit} a day with {card_id}",
+          "make ${daily_limit} the daily spending limit for {card_id}"),
+    values={"daily_limit": lambda rng, s: rng.choice((300.0, 500.0, 750.0, 1000.0, 1500.0, 2000.0, 2500.0, 3000.0))},
 )
 def set_card_spending_limit(
     state: BankState,
@@ -959,6 +1040,8 @@ def set_card_spending_limit(
     reads=["account", "transaction"],
     errors=["ACCOUNT_NOT_FOUND", "STATEMENT_NOT_AVAILABLE"],
     examples=[lambda s: _checking_example(s, month=_months_later(s.today(), -1))],
+    asks=("get the {month} statement for {account_id}", "pull up the monthly statement of {account_id} for {month}",
+          "show me the statement for {month} on {account_id}", "send me the statement of {account_id} for {month}"),
 )
 def get_statement(
     state: BankState,

@@ -60,6 +60,16 @@ CATEGORIES = (
     ("Travel", "other", None, 2, ("Skyway Airlines", "Harbor Hotel", "Amtrak"), (60, 420)),
 )
 CUSTOM_CATEGORY = ("Gifts", "other")  # made by the household: a category without a budget
+# What a household types when it records and searches its spending (synthesis draws from these).
+NEW_CATEGORIES = ("Pet Care", "Childcare", "Education", "Home Repairs", "Charity", "Hobbies", "Personal Care",
+                  "Insurance", "Car Maintenance", "Books", "Kids Activities", "Garden", "Coffee")
+EXPENSE_MERCHANTS = tuple(dict.fromkeys(m for _, _, _, _, merchants, _ in CATEGORIES[1:] for m in merchants))
+EXPENSE_AMOUNTS = (4.75, 8.5, 12.4, 18.99, 23.4, 31.0, 42.5, 56.0, 64.3, 89.99, 120.0)
+EXPENSE_NOTES = ("Movie night", "Split with a friend", "Birthday dinner", "Weekly shop", "Work lunch", "Refill",
+                 "Gift for Mom", "Reimbursable", "Date night", "Team outing", "Paid for the neighbours too")
+MERCHANT_SEARCHES = ("coffee", "grocery", "metro", "noodle", "fuel", "streamly", "gym", "pharma", "taco", "depot",
+                     "market", "cineplex")
+THRESHOLDS = (60, 70, 75, 80, 85, 90, 95)
 
 
 class BudgetState(State):
@@ -268,6 +278,11 @@ def _editable_expense(s: BudgetState) -> Record:
     return s.expenses.first(lambda e: not _closed(s, e["month"]))
 
 
+def _recent_day(rng: random.Random, s: BudgetState) -> str:
+    """A day of the last two weeks: never in the future, never in a closed month (synthesis values)."""
+    return (s.today() - dt.timedelta(days=rng.randint(0, 12))).isoformat()
+
+
 # -- server and tools -----------------------------------------------------------------------------
 
 server = Server(
@@ -289,7 +304,13 @@ Threshold = Annotated[int, Field(ge=1, le=100, description=(
     "Alert when spending reaches this percent of the limit (an over-budget alert follows above 100%)."))]
 
 
-@server.tool(read_only=True, reads=["category"], examples=[{}, {"group": "lifestyle"}])
+@server.tool(
+    read_only=True,
+    reads=["category"],
+    examples=[{}, {"group": "lifestyle"}],
+    asks=("list my spending categories", "show all the budget categories", "show the categories in the {group} group",
+          "list the {group} categories"),
+)
 def list_categories(
     state: BudgetState,
     group: Annotated[Group | None, Field(description="Only categories in this group.")] = None,
@@ -306,6 +327,10 @@ def list_categories(
     produces=["category"],
     errors=["CATEGORY_EXISTS"],
     examples=[{"name": "Pet Care", "group": "essentials"}],
+    asks=("create a spending category called {name}", "add a new category named {name}",
+          "set up a {name} category under {group}", "make a category {name} in the {group} group"),
+    values={"name": lambda rng, s: rng.choice(NEW_CATEGORIES),
+            "group": lambda rng, s: rng.choice(("housing", "essentials", "lifestyle", "health", "other"))},
 )
 def create_category(
     state: BudgetState,
@@ -326,6 +351,8 @@ def create_category(
     reads=["budget", "category", "expense"],
     errors=["INVALID_MONTH"],
     examples=[{}, lambda s: {"month": _shift(_this_month(s), -1)}],
+    asks=("show this month's budgets", "list my budgets and how much is left in each", "show the budgets for {month}",
+          "check where I stand against each budget in {month}"),
 )
 def list_budgets(
     state: BudgetState,
@@ -350,6 +377,12 @@ def list_budgets(
                          "limit": money(_spent(s, _category(s, "Travel"), _this_month(s)) + 400)},
               lambda s: {"category_id": _category(s, "Groceries"), "month": _shift(_this_month(s), 1), "limit": 650.0,
                          "alert_threshold_pct": 90}],
+    asks=("set a ${limit} budget for {category_id} in {month}", "budget ${limit} for {category_id} for {month}",
+          "create a {month} budget of ${limit} for {category_id}",
+          "cap {category_id} at ${limit} in {month} and alert me at {alert_threshold_pct}%"),
+    values={"limit": lambda rng, s: rng.choice((150.0, 200.0, 250.0, 300.0, 400.0, 500.0, 650.0, 800.0)),
+            "month": lambda rng, s: _shift(_this_month(s), rng.randint(1, 6)),
+            "alert_threshold_pct": lambda rng, s: rng.choice(THRESHOLDS)},
 )
 def create_budget(
     state: BudgetState,
@@ -388,6 +421,14 @@ def create_budget(
     examples=[lambda s: {"budget_id": s.budgets.first(month=_this_month(s))["id"], "limit": 5_000.0},
               lambda s: (lambda b: {"budget_id": b["id"], "limit": money(_spent(s, b["category_id"], b["month"]) + 5),
                                     "alert_threshold_pct": 75})(s.budgets.first(month=_shift(_this_month(s), -1)))],
+    asks=("change the limit of {budget_id} to ${limit}", "set {budget_id} to ${limit}",
+          "make {budget_id} ${limit} instead", "update {budget_id}: limit ${limit}, alert at {alert_threshold_pct}%",
+          "set the cap on {budget_id} to ${limit} and warn me at {alert_threshold_pct} percent"),
+    values={  # above the largest budget this month (the rent), so any budget's spending is covered
+        "limit": lambda rng, s: float(round(max(b["limit"] for b in s.budgets.where(month=_this_month(s))), -2)
+                                      + rng.choice((100, 200, 300, 400, 500, 750, 1000))),
+        "alert_threshold_pct": lambda rng, s: rng.choice(THRESHOLDS),
+    },
 )
 def set_budget_limit(
     state: BudgetState,
@@ -420,6 +461,14 @@ def set_budget_limit(
                          "merchant": "Green Basket Grocery"},
               lambda s: {"amount": 30.0, "category_id": _category(s, "Entertainment"), "date": s.today().isoformat(),
                          "merchant": "Cineplex Downtown", "note": "Movie night", "payment_method": "cash"}],
+    asks=("log ${amount} at {merchant} on {date}", "add an expense: ${amount} spent at {merchant} on {date}",
+          "record that I paid {merchant} ${amount} on {date}",
+          "put down ${amount} at {merchant} on {date} under {category_id}",
+          "add ${amount} from {merchant} on {date} to {category_id}, paid by {payment_method}, note \"{note}\""),
+    values={"amount": lambda rng, s: rng.choice(EXPENSE_AMOUNTS), "date": _recent_day,
+            "merchant": lambda rng, s: rng.choice(EXPENSE_MERCHANTS),
+            "note": lambda rng, s: rng.choice(EXPENSE_NOTES),
+            "payment_method": lambda rng, s: rng.choice(("card", "cash", "bank_transfer"))},
 )
 def add_expense(
     state: BudgetState,
@@ -453,6 +502,11 @@ def add_expense(
     errors=["INVALID_MONTH", "CATEGORY_NOT_FOUND"],
     examples=[{}, lambda s: {"month": _shift(_this_month(s), -1), "category_id": _category(s, "Dining Out")},
               {"merchant": "coffee", "min_amount": 5}],
+    asks=("show my recent expenses", "list what I spent in {month} on {category_id}",
+          "find {merchant} expenses of at least ${min_amount}", "show what I've spent on {merchant} lately",
+          "list my {merchant} purchases",
+          "list the expenses from {month}"),
+    values={"merchant": lambda rng, s: rng.choice(MERCHANT_SEARCHES)},
 )
 def list_expenses(
     state: BudgetState,
@@ -490,6 +544,13 @@ def list_expenses(
             "EXPENSE_DATE_IN_FUTURE"],
     examples=[lambda s: {"expense_id": _editable_expense(s)["id"], "amount": 12.34, "note": "split with a friend"},
               lambda s: {"expense_id": _editable_expense(s)["id"], "category_id": _category(s, "Shopping")}],
+    asks=("change {expense_id} to ${amount}", "fix the amount on {expense_id}: it was ${amount}",
+          "move {expense_id} to {category_id}", "recategorize {expense_id} as {category_id}",
+          "update {expense_id} to ${amount} with the note \"{note}\"",
+          "correct {expense_id}: it was at {merchant} on {date}"),
+    values={"amount": lambda rng, s: rng.choice(EXPENSE_AMOUNTS), "date": _recent_day,
+            "merchant": lambda rng, s: rng.choice(EXPENSE_MERCHANTS),
+            "note": lambda rng, s: rng.choice(EXPENSE_NOTES)},
 )
 def update_expense(
     state: BudgetState,
@@ -528,6 +589,8 @@ def update_expense(
     mutates=["expense"],
     errors=["EXPENSE_NOT_FOUND", "EXPENSE_IN_CLOSED_MONTH"],
     examples=[lambda s: {"expense_id": _editable_expense(s)["id"]}],
+    asks=("delete {expense_id}", "remove {expense_id}, I logged it by mistake", "take {expense_id} off my expenses",
+          "get rid of {expense_id}, it's a duplicate"),
 )
 def delete_expense(state: BudgetState, expense_id: ExpenseId) -> dict:
     """Delete an expense recorded by mistake; alerts it raised stay. Returns the deleted expense.
@@ -542,6 +605,10 @@ def delete_expense(state: BudgetState, expense_id: ExpenseId) -> dict:
     reads=["alert"],
     errors=["INVALID_MONTH"],
     examples=[{}, {"unacknowledged_only": True}, lambda s: {"month": _shift(_this_month(s), -1)}],
+    asks=lambda a: ("show my unread budget alerts", "list the alerts I haven't acknowledged yet",
+                    "show only the budget warnings I haven't seen") if a.get("unacknowledged_only") else (
+                    "show my budget alerts", "list every budget alert", "show the budget alerts from {month}",
+                    "list the overspending alerts for {month}"),
 )
 def list_alerts(
     state: BudgetState,
@@ -563,6 +630,7 @@ def list_alerts(
     mutates=["alert"],
     errors=["ALERT_NOT_FOUND", "ALERT_ALREADY_ACKNOWLEDGED"],
     examples=[lambda s: {"alert_id": s.alerts.first(acknowledged=False)["id"]}],
+    asks=("acknowledge {alert_id}", "mark {alert_id} as seen", "dismiss {alert_id}", "clear {alert_id}, I've read it"),
 )
 def acknowledge_alert(
     state: BudgetState,
@@ -582,6 +650,9 @@ def acknowledge_alert(
     reads=["expense", "budget", "category"],
     errors=["INVALID_MONTH"],
     examples=[lambda s: {"month": _shift(_this_month(s), -1)}, {}],
+    asks=("give me a summary of this month's spending", "show how this month is going against the budget",
+          "summarize where my money went this month", "summarize my spending for {month}",
+          "show how {month} went against the budget", "break down what I spent in {month} by category"),
 )
 def get_monthly_summary(
     state: BudgetState,

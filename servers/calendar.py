@@ -84,6 +84,26 @@ PERSONAL = ("Dentist appointment", "Car service", "Call with landlord", "Parent-
             "Pick up dry cleaning")
 ROOMS = ("Room Aurora (4F)", "Room Borealis (2F)", "Room Cascade (3F)", "Video call", "Video call", "Client office")
 COLORS: tuple[str, ...] = ("blue", "green", "red", "purple", "orange", "teal", "gray")
+# What users type when they search, book and rename (synthesis draws from these).
+PEOPLE_SEARCHES = ("engineer", "design", "product", "marketing", "sales", "analyst", "recruiter", "manager",
+                   "people", "analytics")
+EVENT_SEARCHES = ("review", "planning", "sync", "standup", "interview", "demo", "retro", "budget", "launch",
+                  "customer", "coffee", "1:1")
+CALENDAR_NAMES = ("Side Project", "Kids", "Fitness", "Travel", "Book Club", "Volunteering", "Garden Club",
+                  "Home Renovation", "Study Group", "Band Practice", "Running Club", "Family")
+CALENDAR_DESCRIPTIONS = ("Evenings on the garden app.", "School pickups, games and activities.",
+                         "Runs, gym sessions and classes.", "Trips and bookings.", "Weekend volunteering shifts.",
+                         "Contractor visits and deliveries.", "Exam prep sessions.", "Rehearsals and gigs.")
+EVENT_TITLES = ("Planning prep", "1:1 prep", "Focus time", "Candidate sync", "Budget review", "Lunch and learn",
+                "Design critique", "Release go/no-go", "Partner intro call", "Onboarding walkthrough",
+                "Offsite planning", "Team lunch", "Demo dry run")
+AGENDAS = ("Walk through the open questions and agree on owners.", "Review the draft and collect feedback.",
+           "Quick status round, then blockers.", "Decide on the launch date.", "Prep the slides for Thursday.",
+           "Intro, goals for the quarter, next steps.", "Bring your laptop; we'll pair on the fix.")
+RSVP_COMMENTS = ("See you there.", "Running 5 minutes late.", "Can we move it by 30 minutes?",
+                 "I'll join from my phone.", "I'll send notes beforehand.", "Might have to drop off early.",
+                 "Sorry, I'm out that day.", "Happy to present the update.")
+GUEST_DOMAINS = ("partner.example", "clientco.example", "agency.example", "vendor.example")
 
 # Reusable parameter types, so every tool describes ids, times and paging the same way.
 CalendarId = Annotated[str, ref("calendar", "Id of the calendar (cal_...), from list_calendars.")]
@@ -603,6 +623,41 @@ def _reminder_example(s: CalendarState) -> Record:
     return {"event_id": _mine_ahead(s)["id"], "minutes_before": 30, "method": "email"}
 
 
+# -- how users ask: wording that depends on a call's values -----------------------------------------
+
+
+def _recurrence_asks(a: Record) -> tuple[str, ...]:
+    """A repeat ending after a count, one ending on a day, or no repeat at all."""
+    if a.get("frequency") == "none":
+        return ("stop {event_id} from repeating", "make {event_id} a one-off event again",
+                "turn off the repeat on {event_id}")
+    if a.get("until"):
+        unit = {"daily": "days", "weekly": "weeks", "monthly": "months"}.get(a.get("frequency"), "times")
+        return ("set {event_id} to recur {frequency} until {until}",
+                f"turn {{event_id}} into a {{frequency}} series, every {{interval}} {unit}, ending {{until}}",
+                "schedule {event_id} {frequency} on {weekdays} until {until}",
+                "make {event_id} repeat {frequency} through {until}")
+    return ("make {event_id} repeat {frequency}, {count} times",
+            "repeat {event_id} {frequency} for {count} occurrences",
+            "set {event_id} to happen {frequency} on {weekdays}, {count} times in total",
+            "turn {event_id} into a {frequency} series that ends after {count} meetings")
+
+
+def _invitation_asks(a: Record) -> tuple[str, ...]:
+    """Unanswered invitations, those answered one way, or all; past ones included or not."""
+    past = ", past ones included" if a.get("include_past") else ""
+    if a.get("response") == "needsAction":
+        found = ("show the invitations I haven't answered yet", "list the invites still waiting on my reply",
+                 "show which meeting invitations I still need to respond to")
+    elif a.get("response"):
+        found = ("list the invitations I've marked as {response}", "show the invites where my answer is {response}",
+                 "show the invitations I answered with {response}")
+    else:
+        found = ("show my meeting invitations", "list the events other people invited me to",
+                 "show the invites in my calendar")
+    return tuple(t + past for t in found)
+
+
 # -- server and tools -----------------------------------------------------------------------------
 
 server = Server(
@@ -616,8 +671,14 @@ server = Server(
 )
 
 
-@server.tool(read_only=True, reads=["person"],
-             examples=[lambda s: {"query": s.people.all()[1]["name"].split()[1]}, {"query": "engineer"}])
+@server.tool(
+    read_only=True,
+    reads=["person"],
+    examples=[lambda s: {"query": s.people.all()[1]["name"].split()[1]}, {"query": "engineer"}],
+    asks=("find people matching {query}", "look up {query} in the company directory",
+          "search the directory for {query}", "show me up to {limit} colleagues matching {query}"),
+    values={"query": lambda rng, s: rng.choice(PEOPLE_SEARCHES)},
+)
 def find_people(
     state: CalendarState,
     query: Annotated[str, Field(min_length=2, max_length=80,
@@ -639,6 +700,8 @@ def find_people(
     read_only=True,
     reads=["calendar", "share", "person"],
     examples=[{}, {"access_role": "reader"}],
+    asks=("list my calendars", "show every calendar I own or can see", "show which calendars are shared with me",
+          "show the calendars I have {access_role} access to"),
 )
 def list_calendars(
     state: CalendarState,
@@ -665,6 +728,11 @@ def list_calendars(
     produces=["calendar"],
     errors=["CALENDAR_NAME_TAKEN", "CALENDAR_LIMIT_REACHED"],
     examples=[{"name": "Side Project", "color": "orange", "description": "Evenings on the garden app."}],
+    asks=("create a calendar called {name}", "make a new calendar named {name}",
+          "set up a {color} calendar called {name}",
+          "add a {name} calendar in {color}, described as \"{description}\""),
+    values={"name": lambda rng, s: rng.choice(CALENDAR_NAMES), "color": lambda rng, s: rng.choice(COLORS),
+            "description": lambda rng, s: rng.choice(CALENDAR_DESCRIPTIONS)},
 )
 def create_calendar(
     state: CalendarState,
@@ -698,6 +766,10 @@ def _insert_calendar(state: CalendarState, owner: Record, name: str, color: str,
     errors=["CALENDAR_NOT_FOUND", "NOT_CALENDAR_OWNER", "PERSON_NOT_FOUND", "CANNOT_SHARE_WITH_SELF"],
     examples=[lambda s: {"calendar_id": s.calendars.first(owner_id=s.get_var("me"), primary=False)["id"],
                          "email": s.people.all()[1]["email"], "role": "reader"}],
+    asks=("give {email} {role} access to {calendar_id}", "share {calendar_id} with {email} at the {role} level",
+          "let {email} see {calendar_id} with {role} permission",
+          "set the access of {email} on {calendar_id} to {role}"),
+    values={"role": lambda rng, s: rng.choice(("free_busy", "reader", "writer"))},
 )
 def share_calendar(
     state: CalendarState,
@@ -742,6 +814,10 @@ def _person(state: CalendarState, email: str) -> Record:
         lambda s: {"calendar_id": s.calendars.first(name="Product Team")["id"], "time_min": _iso(_at(s, 0, 0)),
                    "time_max": _iso(_at(s, 14, 0)), "limit": 10},
     ],
+    asks=("show what's on {calendar_id} between {time_min} and {time_max}",
+          "list the events on {calendar_id} from {time_min} to {time_max}",
+          "pull up {calendar_id} from {time_min} until {time_max}",
+          "show the first {limit} events on {calendar_id} between {time_min} and {time_max}"),
 )
 def list_events(
     state: CalendarState,
@@ -775,6 +851,11 @@ def list_events(
     errors=["CALENDAR_NOT_FOUND", "CALENDAR_NOT_SHARED", "INVALID_TIME_RANGE", "BAD_DATETIME"],
     examples=[{"query": "review"},
               lambda s: {"attendee_email": s.people.all()[1]["email"], "time_min": _iso(s.now()), "limit": 5}],
+    asks=("find events about {query}", "search my calendar for {query}",
+          "look for meetings matching {query} on {calendar_id}",
+          "find the meetings with {attendee_email} after {time_min}",
+          "show the next {limit} events {attendee_email} is invited to from {time_min}"),
+    values={"query": lambda rng, s: rng.choice(EVENT_SEARCHES)},
 )
 def search_events(
     state: CalendarState,
@@ -827,6 +908,8 @@ def search_events(
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED"],
     examples=[lambda s: {"event_id": s.events.first(calendar_id=_primary(s)["id"])["id"]},
               lambda s: {"event_id": s.events.first(title="Daily standup")["id"]}],
+    asks=("show me the details of {event_id}", "open {event_id}", "tell me who's attending {event_id}",
+          "pull up everything about {event_id}"),
 )
 def get_event(state: CalendarState, event_id: EventId) -> dict:
     """One event in full: times, location, description, organizer, recurrence rule, attendees and
@@ -847,6 +930,14 @@ def get_event(state: CalendarState, event_id: EventId) -> dict:
                    "start": _iso(_at(s, 3, 20)), "end": _iso(_at(s, 3, 22)), "location": "Rooftop",
                    "attendees": [p["email"] for p in s.people.all()[1:3]], "show_as": "free"},
     ],
+    asks=("schedule \"{title}\" on {calendar_id} from {start} to {end}", "book {title} from {start} until {end}",
+          "put {title} on {calendar_id}, {start} to {end}",
+          "create an event \"{title}\" from {start} to {end} at {location}",
+          "set up {title} on {calendar_id} from {start} to {end} at {location}, invite {attendees} and show me as "
+          "{show_as}",
+          "add {title} from {start} to {end} at {location}, shown as {show_as}"),
+    values={"title": lambda rng, s: rng.choice(EVENT_TITLES), "location": lambda rng, s: rng.choice(ROOMS),
+            "description": lambda rng, s: rng.choice(AGENDAS)},
 )
 def create_event(
     state: CalendarState,
@@ -892,6 +983,12 @@ def create_event(
         lambda s: {"event_id": _mine_ahead(s)["id"], "location": "Room Cascade (3F)", "title": "Moved: design sync"},
         lambda s: {"event_id": _mine_ahead(s)["id"], "start": _tomorrow(s, 6), "end": _tomorrow(s, 6, 30)},
     ],
+    asks=("rename {event_id} to \"{title}\"", "move {event_id} to {location}",
+          "change {event_id}: call it \"{title}\" and hold it in {location}",
+          "reschedule {event_id} to {start} until {end}", "move {event_id} to start at {start} and end at {end}",
+          "update the agenda of {event_id} to \"{description}\""),
+    values={"title": lambda rng, s: rng.choice(EVENT_TITLES), "location": lambda rng, s: rng.choice(ROOMS),
+            "description": lambda rng, s: rng.choice(AGENDAS)},
 )
 def update_event(
     state: CalendarState,
@@ -942,6 +1039,8 @@ def update_event(
     mutates=["event", "attendee", "reminder"],
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED", "NOT_ORGANIZER", "CALENDAR_READ_ONLY"],
     examples=[lambda s: {"event_id": _mine_ahead(s)["id"]}],
+    asks=("delete {event_id}", "cancel {event_id} and let everyone know", "remove {event_id} from my calendar",
+          "call off {event_id}"),
 )
 def delete_event(state: CalendarState, event_id: EventId) -> dict:
     """Delete an event you organized, with every occurrence of its series, its invitations and
@@ -972,6 +1071,10 @@ def delete_event(state: CalendarState, event_id: EventId) -> dict:
         lambda s: {"event_id": _early_event(s, "Plan the day", 4), "frequency": "daily", "interval": 2,
                    "until": (s.today() + dt.timedelta(days=14)).isoformat()},
     ],
+    asks=_recurrence_asks,
+    values={"count": lambda rng, s: rng.choice((4, 5, 6, 8, 10, 12, 20)),
+            "interval": lambda rng, s: rng.choice((2, 3, 4)),
+            "until": lambda rng, s: (s.today() + dt.timedelta(days=rng.choice((14, 21, 30, 45, 60, 90)))).isoformat()},
 )
 def set_recurrence(
     state: CalendarState,
@@ -1020,6 +1123,10 @@ def set_recurrence(
             "ATTENDEE_ALREADY_INVITED", "TOO_MANY_ATTENDEES"],
     examples=[_invite_example,
               lambda s: {"event_id": _mine_ahead(s)["id"], "emails": ["dana.reyes@partner.example"]}],
+    asks=("invite {emails} to {event_id}", "add {emails} to the guest list of {event_id}",
+          "send an invite for {event_id} to {emails}", "loop {emails} into {event_id}"),
+    values={"emails": lambda rng, s: [f"{first}.{last}@{rng.choice(GUEST_DOMAINS)}".lower()
+                                      for first, last in (fake.person(rng) for _ in range(rng.randint(1, 2)))]},
 )
 def invite_attendees(
     state: CalendarState,
@@ -1050,6 +1157,11 @@ def invite_attendees(
     mutates=["attendee"],
     errors=["EVENT_NOT_FOUND", "NOT_INVITED", "ORGANIZER_CANNOT_RESPOND", "EVENT_ENDED"],
     examples=[_invitation, lambda s: {"event_id": _invitation(s)["event_id"], "response": "tentative"}],
+    asks=("mark {event_id} as {response}", "set my response to {event_id} to {response}",
+          "change my RSVP for {event_id} to {response}",
+          "mark {event_id} as {response} with the note \"{comment}\""),
+    values={"response": lambda rng, s: rng.choice(("accepted", "declined", "tentative")),
+            "comment": lambda rng, s: rng.choice(RSVP_COMMENTS)},
 )
 def respond_to_event(
     state: CalendarState,
@@ -1075,6 +1187,7 @@ def respond_to_event(
     read_only=True,
     reads=["event", "attendee"],
     examples=[{}, {"response": "accepted", "include_past": True}],
+    asks=_invitation_asks,
 )
 def list_invitations(
     state: CalendarState,
@@ -1102,6 +1215,10 @@ def list_invitations(
     reads=["person", "event", "attendee"],
     errors=["PERSON_NOT_FOUND", "INVALID_TIME_RANGE", "RANGE_TOO_LARGE", "BAD_DATETIME"],
     examples=[_free_busy_example],
+    asks=("check when {emails} are free between {time_min} and {time_max}",
+          "find a time between {time_min} and {time_max} when {emails} are all free",
+          "show the busy times of {emails} from {time_min} to {time_max}",
+          "look up free/busy for {emails} between {time_min} and {time_max}"),
 )
 def get_free_busy(
     state: CalendarState,
@@ -1153,6 +1270,11 @@ def _merge(spans: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.dateti
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED", "EVENT_ENDED", "REMINDER_ALREADY_SET", "REMINDER_LIMIT_REACHED"],
     examples=[_reminder_example, lambda s: {"event_id": s.events.first(title="Daily standup")["id"],
                                             "minutes_before": 5}],
+    asks=("remind me {minutes_before} minutes before {event_id}",
+          "set a reminder {minutes_before} minutes ahead of {event_id}",
+          "add a reminder by {method}, {minutes_before} minutes before {event_id}",
+          "ping me by {method} {minutes_before} minutes before {event_id} starts"),
+    values={"minutes_before": lambda rng, s: rng.choice((5, 10, 15, 20, 30, 45, 60, 90, 120))},
 )
 def set_reminder(
     state: CalendarState,
@@ -1193,6 +1315,8 @@ def _reminder_view(state: CalendarState, reminder: Record, event: Record) -> Rec
     reads=["reminder", "event"],
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED"],
     examples=[{}, lambda s: {"event_id": s.reminders.first()["event_id"]}],
+    asks=("list my reminders", "show all the reminders I've set", "show the reminders on {event_id}",
+          "list the reminders set for {event_id}"),
 )
 def list_reminders(
     state: CalendarState,

@@ -76,6 +76,28 @@ NOTE_BODIES = ("Budget approved for Q2; decision by end of month.", "Prefers e-m
                "Evaluating two competitors; price is the main concern.", "Champion is the VP of Operations.",
                "Needs SSO and audit logs before signing.", "Asked for a 3-year term discount.")
 REP_TEAMS = ("Enterprise", "Mid-Market", "SMB")
+# What reps type when they add records and log their work (synthesis draws from these). New company
+# names stay clear of the seeded stem + kind names, so a new account never collides with one.
+NEW_COMPANIES = ("Juniper Partners", "Maplewood Group", "Foxglove & Co", "Stonebridge Holdings", "Clearwater Ventures",
+                 "Ridgeline Industries", "Hollow Oak Enterprises", "Blue Heron Group", "Kestrel Partners",
+                 "Sunpeak Holdings", "Trailhead Co", "Westbrook Industries")
+LEAD_COMPANIES = ("Willowbrook Dental", "Brightwater Brewing", "Foxglove Studios", "Clearwater Academy",
+                  "Ridgeline Solar", "Blue Heron Hotels", "Kestrel Aerospace", "Sunpeak Organics", "Trailhead Outdoor",
+                  "Maplewood Clinics", "Stonebridge Insurance", "Hollow Oak Furniture")
+INDUSTRIES = ("transportation", "software", "healthcare", "food_beverage", "manufacturing", "energy",
+              "financial_services", "media", "biotech", "retail", "education", "other")
+LEAD_SOURCES = ("web", "referral", "event", "cold_call", "partner")
+DEAL_NAMES = ("Expansion - 50 seats", "Renewal 2026", "Pilot - Q2", "Platform License", "Support Upgrade",
+              "Data Migration", "Team Seats - 25", "Enterprise Expansion", "Analytics Add-on", "Multi-year Renewal")
+DEAL_AMOUNTS = (6_000.0, 8_500.0, 12_000.0, 18_500.0, 24_000.0, 30_000.0, 42_000.0, 60_000.0, 95_000.0)
+DISQUALIFY_REASONS = ("Too small for our product", "No budget this year", "Already signed with a competitor",
+                      "Student project, not a buyer", "Outside our sales region", "No buying authority",
+                      "Just researching, no timeline", "Duplicate of an existing customer")
+OUTCOMES = ("Left voicemail", "Sent; they will review Friday.", "Connected; next steps agreed.",
+            "They want a revised quote.", "No answer, will try again Monday.", "Demo went well; trial requested.",
+            "Pushed to next quarter.", "Signed off on the proposal.")
+NOTE_TEXTS = (*NOTE_BODIES, "Procurement wants net-60 terms.", "Met at the trade show.",
+              "Wants a demo for the finance team.", "Renewal decision moves to the new CFO.")
 
 # Per account, the deals it starts with (stage, whether an amount is set): cycled so every seed
 # size has a deal at every stage, closed ones of both kinds and an open deal without an amount.
@@ -379,6 +401,89 @@ def _second_rep(s: CrmState) -> str:
     return s.reps.first(lambda r: r["active"] and r["id"] != s.get_var("me"))["id"]
 
 
+def _new_person(rng: random.Random, companies: tuple[str, ...]) -> Record:
+    """A new contact or lead (synthesis values: each field draws the same person, so with the same
+    seed the name, company and e-mail address agree)."""
+    first, last = fake.person(rng)
+    company = rng.choice(companies)
+    return {"first_name": first, "last_name": last, "company": company,
+            "email": _work_email(first, last, company, set())}
+
+
+def _new_activity(rng: random.Random) -> tuple[str, str]:
+    """A kind of activity and a subject that fits it (drawn alike for both fields)."""
+    kind = rng.choice(("call", "meeting", "task"))
+    return kind, rng.choice({"call": CALL_SUBJECTS, "meeting": MEETING_SUBJECTS, "task": TASK_SUBJECTS}[kind])
+
+
+def _future_day(rng: random.Random, s: CrmState) -> str:
+    """A close date a few weeks to four months out (synthesis values)."""
+    return (s.today() + dt.timedelta(days=rng.choice((14, 21, 30, 45, 60, 90, 120)))).isoformat()
+
+
+# -- how users ask: wording that depends on a call's values -----------------------------------------
+
+
+def _record_slot(a: Record, *keys: str) -> str:
+    """The slot of the record a call names (the first of ``keys`` it gives), or plain words."""
+    return next((f"{{{k}}}" for k in keys if a.get(k)), "the record")
+
+
+def _search_asks(a: Record) -> tuple[str, ...]:
+    if a.get("stage"):
+        return ("list the deals in {stage}", "show every deal at the {stage} stage",
+                "find the {record_type}s sitting in {stage}")
+    if a.get("lead_status"):
+        return ("show the {lead_status} leads of {owner_id}",
+                "find the leads owned by {owner_id} that are {lead_status}",
+                "list all {lead_status} {record_type}s owned by {owner_id}")
+    return ("search the CRM for {query}", "find anything matching {query}", "look up {query} in the CRM",
+            "find {record_type}s matching {query}")
+
+
+def _deal_update_asks(a: Record) -> tuple[str, ...]:
+    stage = a.get("stage")
+    if stage == "closed_lost":
+        return ("mark {deal_id} as {stage}: {lost_reason}", "close {deal_id} as lost because {lost_reason}",
+                "move {deal_id} to {stage}, reason \"{lost_reason}\"")
+    if stage and a.get("amount"):
+        return ("move {deal_id} to {stage} at ${amount}",
+                "advance {deal_id} to the {stage} stage and set it to ${amount}",
+                "push {deal_id} forward to {stage}, value ${amount}")
+    if stage:
+        return ("move {deal_id} to {stage}", "advance {deal_id} to the {stage} stage",
+                "push {deal_id} forward to {stage}",
+                "move {deal_id} to {stage} and expect it to close {close_date}")
+    return ("change the amount of {deal_id} to ${amount}", "push the close date of {deal_id} to {close_date}",
+            "update {deal_id}: ${amount}, closing {close_date}")
+
+
+def _activity_asks(a: Record) -> tuple[str, ...]:
+    on = _record_slot(a, "lead_id", "deal_id", "contact_id", "account_id")
+    if a.get("completed"):
+        return (f"log a completed {{kind}} on {on}: \"{{subject}}\", outcome: {{outcome}}",
+                f"record a {{kind}} I just had with {on}, \"{{subject}}\": {{outcome}}",
+                f"note that the {{kind}} \"{{subject}}\" with {on} is done; {{outcome}}",
+                f"log a {{kind}} \"{{subject}}\" on {on} as already done")
+    return (f"create a {{kind}} \"{{subject}}\" on {on} due {{due_date}}",
+            f"add a {{kind}} to {on}: {{subject}}, by {{due_date}}",
+            f"schedule a {{kind}} for {{due_date}} on {on} about \"{{subject}}\"",
+            f"put a {{kind}} \"{{subject}}\" on my list for {on}, due {{due_date}}")
+
+
+def _note_asks(a: Record) -> tuple[str, ...]:
+    on = _record_slot(a, "deal_id", "lead_id", "contact_id", "account_id")
+    return (f"add a note to {on}: \"{{body}}\"", f"note on {on}: {{body}}", f"jot this down on {on}: \"{{body}}\"",
+            f"save the note \"{{body}}\" on {on}")
+
+
+def _assign_asks(a: Record) -> tuple[str, ...]:
+    record = _record_slot(a, "account_id", "lead_id", "deal_id")
+    deals = " along with its open deals" if a.get("include_open_deals") else ""
+    return (f"reassign {record} to {{owner_id}}{deals}", f"give {record} to {{owner_id}}{deals}",
+            f"make {{owner_id}} the owner of {record}{deals}", f"hand {record} over to {{owner_id}}{deals}")
+
+
 # -- the server and its tools ---------------------------------------------------------------------
 
 server = Server(
@@ -396,6 +501,10 @@ server = Server(
     read_only=True,
     reads=["sales_rep", "deal"],
     examples=[{}, {"include_inactive": True}],
+    asks=lambda a: ("list all sales reps, including the ones who left", "show every rep, former ones too",
+                    "show the whole sales team including people who have left") if a.get("include_inactive") else (
+                    "list the sales reps", "show me the sales team and their pipelines",
+                    "show which reps can own records"),
 )
 def list_sales_reps(
     state: CrmState,
@@ -422,6 +531,7 @@ def list_sales_reps(
               {"record_type": "deal", "stage": "negotiation"},
               lambda s: {"record_type": "lead", "lead_status": "qualified", "owner_id": s.leads.first(
                   status="qualified")["owner_id"]}],
+    asks=_search_asks,
 )
 def search_crm(
     state: CrmState,
@@ -492,6 +602,8 @@ def _search_kind(state: CrmState, kind: str, owner: Record, stage: str | None, l
     reads=["account", "contact", "deal", "activity", "note", "sales_rep"],
     errors=["ACCOUNT_NOT_FOUND"],
     examples=[lambda s: {"account_id": s.accounts.first()["id"]}],
+    asks=("show me {account_id}", "pull up the full record of {account_id}",
+          "give me an overview of {account_id}: contacts, deals and notes", "open {account_id}"),
 )
 def get_account(state: CrmState, account_id: AccountId) -> dict:
     """One account in full: company details, owner, its contacts, its deals (with stage, amount and
@@ -519,6 +631,13 @@ def get_account(state: CrmState, account_id: AccountId) -> dict:
     errors=["ACCOUNT_NAME_TAKEN", "OWNER_NOT_FOUND", "OWNER_INACTIVE"],
     examples=[{"name": "Juniper Biosciences", "industry": "biotech", "website": "https://juniperbio.example.com",
                "employees": 140}],
+    asks=("create an account for {name} in {industry}", "add {name} as a new {industry} account",
+          "set up a company record for {name}, industry {industry}",
+          "add {name} ({industry}, about {employees} employees, {website}) to the CRM",
+          "create a {industry} account called {name} with website {website}"),
+    values={"name": lambda rng, s: rng.choice(NEW_COMPANIES), "industry": lambda rng, s: rng.choice(INDUSTRIES),
+            "website": lambda rng, s: f"https://www.{_slug(rng.choice(NEW_COMPANIES))}.example.com",
+            "employees": lambda rng, s: rng.choice((15, 40, 85, 140, 300, 750, 2_000, 5_000))},
 )
 def create_account(
     state: CrmState,
@@ -547,6 +666,14 @@ def create_account(
     errors=["ACCOUNT_NOT_FOUND", "DUPLICATE_CONTACT_EMAIL"],
     examples=[lambda s: {"account_id": s.accounts.first()["id"], "first_name": "Rosa", "last_name": "Lindqvist",
                          "email": "rosa.lindqvist@newhire.example.com", "title": "Head of IT"}],
+    asks=("add {first_name} {last_name} ({email}) as a contact at {account_id}",
+          "create a contact {first_name} {last_name}, e-mail {email}, on {account_id}",
+          "save {first_name} {last_name} <{email}> to {account_id}",
+          "create a contact on {account_id} for {first_name} {last_name}, {title}, at {email}",
+          "add {first_name} {last_name}, their {title}, as a contact: {email}, phone {phone}"),
+    values={**{field: lambda rng, s, field=field: _new_person(rng, NEW_COMPANIES)[field]
+               for field in ("first_name", "last_name", "email")},
+            "title": lambda rng, s: rng.choice(JOB_TITLES), "phone": lambda rng, s: fake.phone(rng)},
 )
 def create_contact(
     state: CrmState,
@@ -577,6 +704,14 @@ def create_contact(
     errors=["LEAD_EXISTS", "OWNER_NOT_FOUND", "OWNER_INACTIVE"],
     examples=[{"first_name": "Tomasz", "last_name": "Varga", "company": "Willowbrook Dental",
                "email": "tomasz@willowbrookdental.example.com", "source": "event", "title": "Practice Manager"}],
+    asks=("add a lead: {first_name} {last_name} from {company}, {email}, came in via {source}",
+          "create a lead for {first_name} {last_name} at {company} ({email}), source {source}",
+          "log {first_name} {last_name} of {company} as a new {source} lead, e-mail {email}",
+          "record a new {source} lead, {first_name} {last_name}, {title} at {company}, {email}, phone {phone}"),
+    values={**{field: lambda rng, s, field=field: _new_person(rng, LEAD_COMPANIES)[field]
+               for field in ("first_name", "last_name", "company", "email")},
+            "source": lambda rng, s: rng.choice(LEAD_SOURCES), "title": lambda rng, s: rng.choice(JOB_TITLES),
+            "phone": lambda rng, s: fake.phone(rng)},
 )
 def create_lead(
     state: CrmState,
@@ -612,6 +747,11 @@ def create_lead(
     examples=[lambda s: {"lead_id": s.leads.first(status="new")["id"], "decision": "qualified"},
               lambda s: {"lead_id": s.leads.first(status="working")["id"], "decision": "disqualified",
                          "reason": "Too small for our product"}],
+    asks=lambda a: ("mark {lead_id} as {decision} because {reason}", "set {lead_id} to {decision}: {reason}",
+                    "flag {lead_id} as {decision}, reason: {reason}") if a.get("decision") == "disqualified" else (
+                    "mark {lead_id} as {decision}", "set {lead_id} to {decision}, it's worth pursuing",
+                    "move {lead_id} to {decision}"),
+    values={"reason": lambda rng, s: rng.choice(DISQUALIFY_REASONS)},
 )
 def qualify_lead(
     state: CrmState,
@@ -638,6 +778,12 @@ def qualify_lead(
     errors=["LEAD_NOT_FOUND", "LEAD_ALREADY_CONVERTED", "LEAD_NOT_QUALIFIED", "ACCOUNT_NOT_FOUND",
             "ACCOUNT_NAME_TAKEN", "DUPLICATE_CONTACT_EMAIL", "OWNER_INACTIVE", "BAD_DATE", "CLOSE_DATE_IN_PAST"],
     examples=[_convert_example],
+    asks=("convert {lead_id}", "turn {lead_id} into an account and a contact",
+          "convert {lead_id} with a deal called \"{deal_name}\" worth ${amount}",
+          "convert {lead_id} and open a ${amount} deal closing {close_date}",
+          "convert {lead_id} and attach the contact to {account_id}"),
+    values={"amount": lambda rng, s: rng.choice(DEAL_AMOUNTS), "deal_name": lambda rng, s: rng.choice(DEAL_NAMES),
+            "close_date": _future_day},
 )
 def convert_lead(
     state: CrmState,
@@ -704,6 +850,13 @@ def convert_lead(
     examples=[lambda s: {"account_id": s.accounts.first()["id"], "name": "Expansion - 50 seats",
                          "close_date": "2026-05-29", "amount": 18500,
                          "contact_id": s.contacts.first(account_id=s.accounts.first()["id"])["id"]}],
+    asks=("open a deal \"{name}\" on {account_id} closing {close_date}",
+          "create a deal called {name} for {account_id}, expected to close {close_date}",
+          "start a new opportunity {name} on {account_id}, worth ${amount}, closing by {close_date}",
+          "add a ${amount} deal named \"{name}\" to {account_id} with {contact_id} as the main contact, close date "
+          "{close_date}"),
+    values={"name": lambda rng, s: rng.choice(DEAL_NAMES), "close_date": _future_day,
+            "amount": lambda rng, s: rng.choice(DEAL_AMOUNTS)},
 )
 def create_deal(
     state: CrmState,
@@ -741,6 +894,8 @@ def create_deal(
     reads=["deal", "account", "contact", "activity", "note"],
     errors=["DEAL_NOT_FOUND"],
     examples=[lambda s: {"deal_id": _open_deal(s)["id"]}],
+    asks=("show me {deal_id}", "pull up {deal_id} with its activities and notes", "check where {deal_id} stands",
+          "give me the details of {deal_id}"),
 )
 def get_deal(state: CrmState, deal_id: DealId) -> dict:
     """One deal in full: account, main contact, owner, stage with its probability and history,
@@ -763,6 +918,9 @@ def get_deal(state: CrmState, deal_id: DealId) -> dict:
               lambda s: {"deal_id": _open_deal(s, stage="prospecting")["id"], "stage": "proposal", "amount": 42000},
               lambda s: {"deal_id": _open_deal(s, stage="negotiation")["id"], "stage": "closed_lost",
                          "lost_reason": "Chose a competitor"}],
+    asks=_deal_update_asks,
+    values={"amount": lambda rng, s: rng.choice(DEAL_AMOUNTS), "close_date": _future_day,
+            "lost_reason": lambda rng, s: rng.choice(LOST_REASONS)},
 )
 def update_deal(
     state: CrmState,
@@ -824,6 +982,10 @@ def update_deal(
                          "deal_id": _open_deal(s)["id"]},
               lambda s: {"kind": "call", "subject": "Intro call", "completed": True, "outcome": "Left voicemail",
                          "lead_id": s.leads.first(status="new")["id"]}],
+    asks=_activity_asks,
+    values={"kind": lambda rng, s: _new_activity(rng)[0], "subject": lambda rng, s: _new_activity(rng)[1],
+            "due_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(1, 14))).isoformat(),
+            "outcome": lambda rng, s: rng.choice(OUTCOMES)},
 )
 def log_activity(
     state: CrmState,
@@ -890,6 +1052,9 @@ def log_activity(
     errors=["ACTIVITY_NOT_FOUND", "ACTIVITY_ALREADY_COMPLETED"],
     examples=[lambda s: {"activity_id": s.activities.first(status="open")["id"], "outcome": "Sent; they will "
                                                                                           "review Friday."}],
+    asks=("mark {activity_id} as done", "complete {activity_id}",
+          "close out {activity_id} with the outcome \"{outcome}\"", "tick off {activity_id}: {outcome}"),
+    values={"outcome": lambda rng, s: rng.choice(OUTCOMES)},
 )
 def complete_activity(
     state: CrmState,
@@ -913,6 +1078,11 @@ def complete_activity(
     errors=["OWNER_NOT_FOUND", "DEAL_NOT_FOUND", "ACCOUNT_NOT_FOUND"],
     examples=[lambda s: {"owner_id": s.get_var("me"), "status": "open"}, {"overdue_only": True},
               lambda s: {"deal_id": _open_deal(s)["id"], "kind": "task"}],
+    asks=lambda a: ("show my overdue activities", "list everything that's past due",
+                    "show the calls, meetings and tasks that are overdue") if a.get("overdue_only") else (
+                    "list the {status} activities of {owner_id}", "show my {status} calls, meetings and tasks",
+                    "list the {kind}s on {deal_id}", "show every {kind} for {deal_id}",
+                    "show the activities on {account_id}"),
 )
 def list_activities(
     state: CrmState,
@@ -955,6 +1125,8 @@ def list_activities(
             "ONE_RECORD_ONLY"],
     examples=[lambda s: {"body": "Procurement wants net-60 terms.", "deal_id": _open_deal(s)["id"]},
               lambda s: {"body": "Met at the trade show.", "lead_id": s.leads.first()["id"]}],
+    asks=_note_asks,
+    values={"body": lambda rng, s: rng.choice(NOTE_TEXTS)},
 )
 def add_note(
     state: CrmState,
@@ -983,6 +1155,7 @@ def add_note(
     examples=[lambda s: {"owner_id": _second_rep(s), "deal_id": _open_deal(s, owner_id=s.get_var("me"))["id"]},
               lambda s: {"owner_id": _second_rep(s), "account_id": s.accounts.first(owner_id=s.get_var("me"))["id"],
                          "include_open_deals": True}],
+    asks=_assign_asks,
 )
 def assign_owner(
     state: CrmState,

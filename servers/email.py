@@ -56,6 +56,30 @@ PROJECTS = ("Atlas", "Beacon", "Cobalt", "Nimbus", "Orion", "Quartz", "Juniper")
 VENDORS = ("Acme Print Co", "Brightline Consulting", "Summit Logistics", "Pixel Foundry", "Greenleaf Catering")
 CITIES = ("Denver", "Austin", "Lisbon", "Toronto", "Chicago", "Seattle")
 ROLES = ("Senior Engineer", "Product Designer", "Data Analyst", "Engineering Manager")
+# What users type when they search, write and file mail (synthesis draws from these). Bodies read
+# well under any of the subjects; label names clash with no seeded label or folder.
+MAIL_SEARCHES = ("invoice", "kickoff", "contract", "flight", "budget", "offsite", "interview", "password", "metrics",
+                 "venue", "lunch", "redlines")
+SUBJECT_SEARCHES = ("Invoice", "kickoff", "Contract draft", "Weekly metrics", "Candidate feedback", "Budget approval",
+                    "Offsite", "Site survey")
+NEW_SUBJECTS = ("Offsite agenda", "Q2 planning", "Notes from today", "Timeline update", "Quick question",
+                "Draft proposal", "Hiring plan", "Vendor shortlist", "Slides for Thursday", "Launch checklist")
+NEW_BODIES = ("First pass, comments welcome.", "Quick update: the timeline moved by a week.",
+              "Can we sync on this tomorrow?", "Sharing my notes from today.", "Please review before Friday.",
+              "Let me know what you think.", "Here is the latest version.", "Half-baked thoughts for later.",
+              "Adding the open questions at the end.")
+REPLY_BODIES = ("Thanks, I'll take a look today.", "Sounds good to me.", "Works for me, see you then.",
+                "Can we push this to next week?", "Got it, thanks!", "I'll get back to you by Friday.",
+                "Looping in finance on this.", "Approved from my side.")
+FORWARD_NOTES = ("FYI, see the attachments.", "Can you take this one?", "Forwarding for your records.",
+                 "See below, thoughts?", "Please handle by Friday.", "Sharing in case it's useful.")
+LABEL_NAMES = ("Clients", "Urgent", "Waiting on reply", "Read later", "Contracts", "Team", "Personal", "Newsletters",
+               "Expenses", "Recruiting", "Vendors", "Board")
+LABEL_COLORS = ("gray", "red", "orange", "yellow", "green", "teal", "blue", "purple")
+OUTSIDE_DOMAINS = ("partner.example", "clientco.example", "agency.example", "vendor.example")
+NEW_FILES = (("agenda.pdf", 120_000), ("slides.pdf", 2_400_000), ("budget.xlsx", 64_000), ("notes.docx", 45_000),
+             ("site-photo.jpg", 1_800_000), ("timeline.png", 350_000), ("proposal.pdf", 900_000),
+             ("report.xlsx", 210_000))
 SERVICES = {  # automated senders: (display name, address)
     "airline": ("SkyBridge Airlines", "no-reply@skybridge-air.example"),
     "newsletter": ("{vendor_company} News", "news@updates.example.com"),
@@ -438,6 +462,55 @@ def _label(s: EmailState, name: str) -> str:
     return s.labels.first(name=name)["id"]
 
 
+def _new_files(rng: random.Random, s: EmailState) -> list[Record]:
+    """One or two small files to attach (synthesis values)."""
+    return [{"filename": name, "size_bytes": size} for name, size in rng.sample(NEW_FILES, rng.randint(1, 2))]
+
+
+def _outside_addresses(rng: random.Random, s: EmailState) -> list[str]:
+    """One or two addresses outside the company (synthesis values)."""
+    return [f"{first}.{last}@{rng.choice(OUTSIDE_DOMAINS)}".lower()
+            for first, last in (fake.person(rng) for _ in range(rng.randint(1, 2)))]
+
+
+# -- how users ask: wording that depends on a call's values -----------------------------------------
+
+
+def _search_asks(a: Record) -> tuple[str, ...]:
+    if a.get("unread_only"):
+        return ("show the unread messages in {folder_id}", "list the latest {limit} unread emails in {folder_id}",
+                "check {folder_id} for unread mail")
+    if a.get("has_attachment") is not None:
+        files, some = ("with", "") if a["has_attachment"] else ("without", "no ")
+        return (f"find the messages {files} attachments that carry {{label_id}}",
+                f"show the emails filed under {{label_id}} {files} attachments",
+                f"list everything tagged with {{label_id}} that has {some}files attached")
+    if a.get("sender"):
+        return ("find emails from {sender} between {after} and {before}",
+                "show what {sender} sent me from {after} to {before}",
+                "search for messages from {sender} since {after}")
+    return ("search my mail for {query}", "find emails about {query}", "look for messages mentioning {query}",
+            "find messages with \"{subject}\" in the subject")
+
+
+def _move_asks(a: Record) -> tuple[str, ...]:
+    """Filing away, discarding, reporting spam and restoring read differently from a plain move."""
+    folder = a.get("folder_id")
+    if folder == "archive":
+        return ("archive {message_ids}", "get {message_ids} out of my inbox and into the archive",
+                "move {message_ids} to {folder_id}")
+    if folder == "trash":
+        return ("trash {message_ids}", "delete {message_ids}", "throw {message_ids} in the trash")
+    if folder == "spam":
+        return ("mark {message_ids} as spam", "report {message_ids} as junk", "send {message_ids} to spam")
+    if folder == "inbox":
+        return ("restore {message_ids} to the inbox", "move {message_ids} back to my inbox",
+                "bring {message_ids} back to {folder_id}")
+    return ("move {message_ids} to {folder_id}", "put {message_ids} in {folder_id}",
+            "file {message_ids} into {folder_id}",
+            "shift {message_ids} over to {folder_id}")
+
+
 # -- server and tools -----------------------------------------------------------------------------
 
 server = Server(
@@ -451,7 +524,13 @@ server = Server(
 )
 
 
-@server.tool(read_only=True, reads=["folder", "message", "label"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["folder", "message", "label"],
+    examples=[{}],
+    asks=("list my folders", "show my folders and labels with their unread counts",
+          "check how much mailbox storage I'm using", "give me an overview of my mailbox"),
+)
 def list_folders(state: EmailState) -> dict:
     """The mailbox's folders (system: inbox, sent, drafts, archive, trash, spam; then custom ones)
     with their message and unread counts, the labels, and storage used against the quota."""
@@ -473,6 +552,8 @@ def list_folders(state: EmailState) -> dict:
         lambda s: {"sender": _coworker(s).split("@")[0], "after": (s.today() - dt.timedelta(days=7)).isoformat(),
                    "before": s.today().isoformat()},
     ],
+    asks=_search_asks,
+    values={"query": lambda rng, s: rng.choice(MAIL_SEARCHES), "subject": lambda rng, s: rng.choice(SUBJECT_SEARCHES)},
 )
 def search_messages(
     state: EmailState,
@@ -533,6 +614,8 @@ def search_messages(
     reads=["thread", "message", "label"],
     errors=["THREAD_NOT_FOUND"],
     examples=[lambda s: {"thread_id": s.threads.first()["id"]}],
+    asks=("show me {thread_id}", "open {thread_id} with every message in it", "read through {thread_id}",
+          "pull up all the messages in {thread_id}"),
 )
 def get_thread(
     state: EmailState,
@@ -561,6 +644,7 @@ def get_thread(
     reads=["message", "attachment", "label"],
     errors=["MESSAGE_NOT_FOUND"],
     examples=[lambda s: {"message_id": s.messages.first(kind="received")["id"]}],
+    asks=("open {message_id}", "show me {message_id} in full", "read {message_id} to me", "pull up {message_id}"),
 )
 def get_message(state: EmailState, message_id: MessageId) -> dict:
     """One message in full: sender, to, cc, bcc, subject, body, date, folder, read state, labels,
@@ -574,6 +658,9 @@ def get_message(state: EmailState, message_id: MessageId) -> dict:
     reads=["message", "attachment"],
     errors=["MESSAGE_NOT_FOUND"],
     examples=[lambda s: {"message_id": s.messages.first(lambda m: m["attachment_count"] > 0)["id"]}],
+    asks=("list the attachments of {message_id}", "show what files are attached to {message_id}",
+          "check whether the attachments on {message_id} are small enough to forward",
+          "show me the attachments in {message_id} and their sizes"),
 )
 def list_attachments(state: EmailState, message_id: MessageId) -> dict:
     """The attachments of a message: id, file name, MIME type and size, their total, and whether
@@ -593,6 +680,12 @@ def list_attachments(state: EmailState, message_id: MessageId) -> dict:
                    "welcome.", "attachments": [{"filename": "agenda.pdf", "size_bytes": 120_000}]},
         {"subject": "Ideas", "body": "Half-baked thoughts for later."},
     ],
+    asks=("draft a message saying \"{body}\"", "start a draft to {to} with the subject \"{subject}\": {body}",
+          "save a draft \"{subject}\" that says \"{body}\"",
+          "write a draft to {to}, subject \"{subject}\", body \"{body}\", and attach {attachments}",
+          "put together a draft for later, \"{subject}\": {body}"),
+    values={"subject": lambda rng, s: rng.choice(NEW_SUBJECTS), "body": lambda rng, s: rng.choice(NEW_BODIES),
+            "attachments": _new_files},
 )
 def create_draft(
     state: EmailState,
@@ -626,6 +719,12 @@ def create_draft(
                    "cc": [_coworker(s, 1)]},
         lambda s: {"draft_id": s.messages.first(kind="draft")["id"], "attachments": []},
     ],
+    asks=lambda a: ("remove the attachments from {draft_id}", "strip the files off {draft_id}",
+                    "take the attachments out of {draft_id}") if a.get("attachments") == [] else (
+                    "change the text of {draft_id} to \"{body}\"", "rewrite {draft_id} to say \"{body}\" and cc {cc}",
+                    "add {cc} in cc on {draft_id}", "update {draft_id}: subject \"{subject}\", text \"{body}\"",
+                    "address {draft_id} to {to}"),
+    values={"subject": lambda rng, s: rng.choice(NEW_SUBJECTS), "body": lambda rng, s: rng.choice(NEW_BODIES)},
 )
 def update_draft(
     state: EmailState,
@@ -675,6 +774,7 @@ def update_draft(
     mutates=["message"],
     errors=["MESSAGE_NOT_FOUND", "NOT_A_DRAFT", "DRAFT_ALREADY_SENT", "MESSAGE_IN_TRASH", "NO_RECIPIENTS"],
     examples=[lambda s: {"draft_id": s.messages.first(lambda m: bool(m["to"]), kind="draft")["id"]}],
+    asks=("send {draft_id}", "send off {draft_id} as it is", "go ahead and send {draft_id}", "ship {draft_id} now"),
 )
 def send_draft(state: EmailState, draft_id: DraftId) -> dict:
     """Send a draft as it is; it moves to the sent folder and keeps its id. Returns the sent
@@ -695,6 +795,14 @@ def send_draft(state: EmailState, draft_id: DraftId) -> dict:
                          "body": "Here are the slides.", "attachments": [{"filename": "slides.pdf",
                                                                            "mime_type": "application/pdf",
                                                                            "size_bytes": 2_400_000}]}],
+    asks=("email {to} with the subject \"{subject}\": {body}",
+          "send {to} a message titled \"{subject}\" saying \"{body}\"",
+          "write to {to}, subject \"{subject}\", and say \"{body}\"",
+          "send \"{subject}\" to {to} with {cc} in cc: {body}",
+          "send \"{subject}\" to {to}, cc {cc}, with {attachments} attached: {body}",
+          "mail {to} \"{subject}\" with {attachments} attached, saying \"{body}\""),
+    values={"subject": lambda rng, s: rng.choice(NEW_SUBJECTS), "body": lambda rng, s: rng.choice(NEW_BODIES),
+            "attachments": _new_files},
 )
 def send_message(
     state: EmailState,
@@ -728,6 +836,12 @@ def send_message(
         lambda s: {"message_id": s.messages.first(lambda m: len(m["to"]) + len(m["cc"]) > 1, kind="received")["id"],
                    "body": "Sounds good to me.", "reply_all": True},
     ],
+    asks=lambda a: ("reply all to {message_id}: \"{body}\"", "answer everyone on {message_id} with \"{body}\"",
+                    "send a reply-all to {message_id} saying \"{body}\"") if a.get("reply_all") else (
+                    "reply to {message_id} with \"{body}\"", "answer {message_id}: {body}",
+                    "write back to the sender of {message_id} saying \"{body}\"",
+                    "respond to {message_id}, \"{body}\""),
+    values={"body": lambda rng, s: rng.choice(REPLY_BODIES)},
 )
 def reply_to_message(
     state: EmailState,
@@ -767,6 +881,12 @@ def reply_to_message(
                    "note": "FYI, see the attachments."},
         lambda s: {"message_id": _too_big(s)["id"], "to": [_coworker(s)], "include_attachments": False},
     ],
+    asks=lambda a: ("forward {message_id} to {to} without the attachments",
+                    "send {message_id} on to {to}, leave the files out",
+                    "forward just the text of {message_id} to {to}") if a.get("include_attachments") is False else (
+                    "forward {message_id} to {to}", "send {message_id} on to {to} with the note \"{note}\"",
+                    "forward {message_id} to {to} and cc {cc}", "pass {message_id} along to {to}: {note}"),
+    values={"to": _outside_addresses, "note": lambda rng, s: rng.choice(FORWARD_NOTES)},
 )
 def forward_message(
     state: EmailState,
@@ -802,6 +922,9 @@ def forward_message(
     produces=["label"],
     errors=["LABEL_EXISTS", "LABEL_LIMIT_REACHED"],
     examples=[{"name": "Clients", "color": "teal"}],
+    asks=("create a label called {name}", "make a new {color} label named {name}", "add a label {name}",
+          "set up a {name} label in {color}"),
+    values={"name": lambda rng, s: rng.choice(LABEL_NAMES), "color": lambda rng, s: rng.choice(LABEL_COLORS)},
 )
 def create_label(
     state: EmailState,
@@ -828,6 +951,8 @@ def create_label(
     errors=["LABEL_NOT_FOUND", "MESSAGE_NOT_FOUND"],
     examples=[lambda s: {"label_id": _label(s, "Follow up"),
                          "message_ids": [m["id"] for m in s.messages.where(folder_id="inbox")[:2]]}],
+    asks=("label {message_ids} with {label_id}", "put {label_id} on {message_ids}", "add {label_id} to {message_ids}",
+          "file {message_ids} under {label_id}"),
 )
 def apply_label(state: EmailState, label_id: LabelId, message_ids: MessageIds) -> dict:
     """Tag messages with a label. Returns the ids newly labelled and those that had it already.
@@ -849,6 +974,8 @@ def apply_label(state: EmailState, label_id: LabelId, message_ids: MessageIds) -
     errors=["LABEL_NOT_FOUND", "MESSAGE_NOT_FOUND", "LABEL_NOT_APPLIED"],
     examples=[lambda s: {"label_id": _label(s, "Finance"),
                          "message_ids": [s.messages.first(lambda m: _label(s, "Finance") in m["label_ids"])["id"]]}],
+    asks=("take {label_id} off {message_ids}", "remove {label_id} from {message_ids}", "unlabel {message_ids}",
+          "strip {label_id} from {message_ids}"),
 )
 def remove_label(state: EmailState, label_id: LabelId, message_ids: MessageIds) -> dict:
     """Take a label off messages. Returns the ids it was removed from and those that did not carry
@@ -876,6 +1003,7 @@ def remove_label(state: EmailState, label_id: LabelId, message_ids: MessageIds) 
                    "folder_id": s.folders.first(name="Projects")["id"]},
         lambda s: {"message_ids": [s.messages.first(folder_id="trash")["id"]], "folder_id": "inbox"},
     ],
+    asks=_move_asks,
 )
 def move_messages(
     state: EmailState,
@@ -915,6 +1043,9 @@ def move_messages(
         lambda s: {"message_ids": [m["id"] for m in s.messages.where(lambda m: not m["read"])[:3]]},
         lambda s: {"message_ids": [s.messages.first(read=True, kind="received")["id"]], "read": False},
     ],
+    asks=lambda a: ("mark {message_ids} as unread", "flag {message_ids} unread again",
+                    "set {message_ids} back to unread") if a.get("read") is False else (
+                    "mark {message_ids} as read", "mark {message_ids} read", "clear the unread flag on {message_ids}"),
 )
 def mark_read(
     state: EmailState,
@@ -938,6 +1069,8 @@ def mark_read(
     mutates=["message", "attachment", "thread"],
     errors=["MESSAGE_NOT_FOUND", "MESSAGE_NOT_IN_TRASH"],
     examples=[lambda s: {"message_ids": [m["id"] for m in s.messages.where(folder_id="trash")]}],
+    asks=("permanently delete {message_ids}", "empty {message_ids} out of the trash for good",
+          "delete {message_ids} forever to free up space", "purge {message_ids} from the trash"),
 )
 def delete_forever(state: EmailState, message_ids: MessageIds) -> dict:
     """Permanently delete messages that are in the trash, with their attachments, freeing their

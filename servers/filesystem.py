@@ -103,6 +103,46 @@ BUDGET_CATEGORIES = (("rent", 1400, 1400), ("groceries", 280, 520), ("transport"
 DICTIONARY = ("apple", "bridge", "candle", "delta", "ember", "forest", "garden", "harbor", "island", "jigsaw",
               "kernel", "lantern", "meadow", "nectar", "orbit", "pebble", "quartz", "river", "saddle", "timber")
 
+# What users name when they ask for a tool (``asks``/``values``): new paths whose directory exists
+# in every seed, short texts, modes, names, and the words and globs people search for.
+NEW_DIRECTORIES = ("~/projects/side-project", "~/Documents/taxes-2026", "~/Pictures/scans", "~/notes/journal",
+                   "~/Documents/receipts", "~/Downloads/installers", "/tmp/build-output",
+                   "~/Documents/letters/insurance", "~/projects/sandbox", "~/notes/recipes")
+NEW_FILES = (  # (path, text): value sources of one call share a seed, so a file's name and text agree
+    ("~/notes/groceries.md", "Buy oat milk, coffee beans and bananas"),
+    ("~/notes/plumber.txt", "Call the plumber on Monday about the kitchen tap"),
+    ("~/notes/appointments.md", "Dentist appointment on Thursday at 3pm"),
+    ("~/Documents/offsite-ideas.md", "Offsite ideas: bowling, a cooking class, a hike"),
+    ("~/notes/car.md", "Renew the car insurance before the 15th"),
+    ("~/Documents/thank-you-note.txt", "Draft: thanks for the interview yesterday"),
+    ("~/notes/packing-list.md", "Passport, charger, rain jacket, hiking boots"),
+    ("/tmp/standup-note.txt", "Standup moved to Wednesday 10:00"),
+    ("~/notes/errands.md", "Pick up the dry cleaning on Friday"),
+    ("~/notes/reading-list.md", "Books: Dune, The Overstory, Piranesi"),
+)
+TODO_LINES = ("- [ ] Book the dentist", "- [ ] Renew the car insurance", "- [ ] Email the landlord about the tap",
+              "- [ ] Back up the photos", "- [ ] Return the library books", "- [ ] Water the plants",
+              "- [ ] Pay the electricity bill", "- [ ] Order a birthday present for Mum")
+HEADINGS = ("## Getting started", "## How to use it", "## Quick start", "## Running it", "## Examples",
+            "## Basic usage", "## First steps")
+FILE_MODES = ("600", "640", "644", "664", "0600", "0640", "0644")
+DIRECTORY_MODES = ("700", "750", "755", "775", "0700", "0750", "0755")
+TRUNCATE_SIZES = (0, 16, 32, 64, 100, 128, 256)
+DESTINATIONS = ("~/Documents", "~/Downloads", "/tmp", "~/notes/archive", "~/Documents/letters", "/srv/team")
+SYMLINKS = (("~/todo-link", "notes/todo.md"), ("~/team", "/srv/team"), ("~/budget", "Documents/budget-2026.csv"),
+            ("~/logs", "/var/log"), ("~/words", "/usr/share/dict/words"), ("~/roadmap", "/srv/team/roadmap.md"),
+            ("~/docs", "Documents"), ("~/photos", "Pictures"))  # (link, target)
+RESTORE_PATHS = ("~/notes/recovered.txt", "~/Documents/restored.txt", "~/Downloads/recovered-file.txt",
+                 "/tmp/restored.txt", "~/notes/from-trash.md", "~/Documents/draft-restored.txt")
+ARCHIVES = (("notes-backup", ("~/notes",)), ("documents-2026", ("~/Documents",)),
+            ("todo-and-ideas", ("~/notes/todo.md", "~/notes/ideas.md")), ("meeting-notes", ("~/notes/meetings",)),
+            ("dotfiles-backup", ("~/.bashrc", "~/.profile", "~/.gitconfig")),
+            ("resume-and-letters", ("~/Documents/resume.md", "~/Documents/letters")),
+            ("budget-2026", ("~/Documents/budget-2026.csv",)))  # (name, what it packs)
+SEARCH_TEXTS = ("TODO", "deploy", "backup", "import", "roadmap", "rent", "version", "localhost", "Thursday")
+LINE_PATTERNS = ("TODO", "return", "import", "def", "total", "json", "if not", "items")
+NAME_GLOBS = ("*.py", "*.md", "*.jpg", "*.txt", "*.csv", "*.sh", "*.json", "README*", "*.log", "test_*")
+
 # -- state and options ----------------------------------------------------------------------------
 
 
@@ -1141,7 +1181,13 @@ TrashId = Annotated[str, ref("trash_item", "Id of an item in your trash (trs_...
 # -- session ------------------------------------------------------------------------------------------
 
 
-@server.tool(read_only=True, reads=["user", "directory"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["user", "directory"],
+    examples=[{}],
+    asks=("tell me which user I'm signed in as", "show my account details and my current working directory",
+          "check who I'm logged in as on this machine", "show how much of my disk quota I've used"),
+)
 def get_current_user(state: FsState) -> dict:
     """Who is signed in: user name, uid, full name, groups, home directory, the current working
     directory (where relative paths start) and disk quota usage."""
@@ -1152,7 +1198,13 @@ def get_current_user(state: FsState) -> dict:
             "quota": _quota_view(user)}
 
 
-@server.tool(read_only=True, reads=["user", "group"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["user", "group"],
+    examples=[{}],
+    asks=("list every user account on this machine", "show me who has an account here and which groups exist",
+          "tell me who else uses this computer", "show the users and groups set up on this laptop"),
+)
 def list_users(state: FsState) -> dict:
     """Every account on this machine (name, uid, full name, home, groups, disk usage and quota) and
     every group with its members: the names change_owner accepts."""
@@ -1168,6 +1220,8 @@ def list_users(state: FsState) -> dict:
     mutates=["working_directory"],
     errors=RESOLVE_ERRORS,
     examples=[{"path": "~/projects"}, {"path": "/srv/team"}],
+    asks=("go to {path}", "change into {path}", "switch my working directory to {path}", "cd into {path}",
+          "move me over to {path} so we work from there"),
 )
 def change_directory(state: FsState, path: DirPath) -> dict:
     """Change the working directory (cd): relative paths in later calls start there. Returns the new
@@ -1184,11 +1238,31 @@ def change_directory(state: FsState, path: DirPath) -> dict:
 # -- directories ----------------------------------------------------------------------------------
 
 
+def _here(a: dict, key: str, found: list[str]) -> list[str]:
+    """Templates for a call without the directory ``key``: it means the working directory."""
+    return found if key in a else [t.replace("{" + key + "}", "the current directory") for t in found]
+
+
+def _list_directory_asks(a: dict) -> list[str]:
+    """Hidden files and the order are said in words, in some of the templates."""
+    found = ["list what's in {path}", "show me the files in {path}", "give me a detailed listing of {path}",
+             "run ls -l on {path}"]
+    if a.get("show_hidden"):
+        found += ["list everything in {path}, hidden files included", "show me all the files in {path}, dotfiles too"]
+    order = {"size": ", biggest first", "modified": ", most recently changed first"}.get(a.get("sort"), "")
+    if order:
+        found += ["list what's in {path}" + order, "show me the files in {path}" + order]
+        if a.get("show_hidden"):
+            found.append("give me a full listing of {path} including the hidden entries" + order)
+    return _here(a, "path", found)
+
+
 @server.tool(
     read_only=True,
     reads=["directory", "file", "symlink"],
     errors=RESOLVE_ERRORS,
     examples=[{"path": "~"}, {"path": "~/projects", "show_hidden": True, "sort": "size"}, {}],
+    asks=_list_directory_asks,
 )
 def list_directory(
     state: FsState,
@@ -1215,11 +1289,25 @@ def list_directory(
     return {"path": loc.path, **paginate(entries, limit=limit, offset=offset, key="entries")}
 
 
+def _get_tree_asks(a: dict) -> list[str]:
+    found = ["show me a tree of {path}", "draw the folder structure under {path}", "give me a tree view of {path}"]
+    if "max_depth" in a:
+        found += ["map out {path} to a depth of {max_depth}", "show {path} as a tree with depth {max_depth}"]
+    if a.get("show_hidden"):
+        found += ["show me a tree of {path} including hidden files",
+                  "draw the full structure of {path}, dotfiles and all"]
+        if "max_depth" in a:
+            found.append("show {path} as a tree to a depth of {max_depth}, hidden files too")
+    return _here(a, "path", found)
+
+
 @server.tool(
     read_only=True,
     reads=["directory", "file", "symlink"],
     errors=RESOLVE_ERRORS,
     examples=[{"path": "~/projects", "max_depth": 2}, {"path": "~", "max_depth": 1, "show_hidden": True}],
+    asks=_get_tree_asks,
+    values={"max_depth": lambda rng, s: rng.choice((1, 2, 3, 4))},
 )
 def get_tree(
     state: FsState,
@@ -1261,12 +1349,25 @@ def get_tree(
             "files": counts["file"], "symlinks": counts["symlink"], "truncated": truncated}
 
 
+def _make_directory_asks(a: dict) -> list[str]:
+    found = ["create a folder at {path}", "make a new directory {path}", "add a directory {path}"]
+    if "mode" in a:
+        found.append("create the folder {path} with permissions {mode}")
+    if a.get("parents"):
+        found += ["create {path}, along with any missing parent folders", "run mkdir -p {path}"]
+        if "mode" in a:
+            found.append("create {path} with permissions {mode}, plus any missing parent folders")
+    return found
+
+
 @server.tool(
     idempotent=True,  # a repeat finds the directory there (ALREADY_EXISTS, or nothing to do with parents)
     reads=["directory"],
     produces=["directory"],
     errors=[*RESOLVE_ERRORS, "ALREADY_EXISTS"],
     examples=[{"path": "~/projects/new-idea/src", "parents": True}, {"path": "~/Pictures/scans", "mode": "0700"}],
+    asks=_make_directory_asks,
+    values={"path": lambda rng, s: rng.choice(NEW_DIRECTORIES), "mode": lambda rng, s: rng.choice(DIRECTORY_MODES)},
 )
 def make_directory(
     state: FsState,
@@ -1313,6 +1414,14 @@ def make_directory(
     return {"path": created[-1], "created": created}
 
 
+def _remove_directory_asks(a: dict) -> list[str]:
+    found = ["remove {path}", "delete {path}", "get rid of {path}", "remove {path}; it's empty"]
+    if a.get("recursive"):
+        found += ["delete {path} and everything in it", "wipe out {path} with all its contents",
+                  "remove {path} recursively, files and all"]
+    return found
+
+
 @server.tool(
     destructive=True,
     idempotent=True,  # a repeat finds nothing (PATH_NOT_FOUND)
@@ -1320,6 +1429,7 @@ def make_directory(
     mutates=["directory", "file", "user"],
     errors=[*RESOLVE_ERRORS, "DIRECTORY_NOT_EMPTY", "DIRECTORY_IN_USE", "OPERATION_NOT_PERMITTED"],
     examples=[_with_empty_dir, {"path": "~/notes/meetings", "recursive": True}],
+    asks=_remove_directory_asks,
 )
 def remove_directory(
     state: FsState,
@@ -1355,6 +1465,10 @@ def remove_directory(
     reads=["directory", "file", "user"],
     errors=RESOLVE_ERRORS,
     examples=[{"path": "~"}, {"path": "~/Pictures"}],
+    asks=("check how much disk space {path} takes up", "show the disk usage of {path}",
+          "find out what's eating space in {path}", "list the {top} biggest things inside {path}",
+          "show how big {path} is and its {top} largest entries"),
+    values={"top": lambda rng, s: rng.choice((3, 5, 10, 15, 20))},
 )
 def get_disk_usage(
     state: FsState,
@@ -1404,6 +1518,10 @@ def get_disk_usage(
     errors=[*RESOLVE_ERRORS, "ALREADY_EXISTS", "FILE_TOO_LARGE", "QUOTA_EXCEEDED"],
     examples=[{"path": "~/notes/groceries.md", "content": "- oat milk\n- coffee beans\n"},
               {"path": "/tmp/empty.txt"}],
+    asks=("create a new file at {path}", "make an empty file {path}", 'create {path} with the text "{content}"',
+          'start a new file {path} that says "{content}"', "create the file {path} with permissions {mode}"),
+    values={"path": lambda rng, s: rng.choice(NEW_FILES)[0], "content": lambda rng, s: rng.choice(NEW_FILES)[1],
+            "mode": lambda rng, s: rng.choice(FILE_MODES)},
 )
 def create_file(
     state: FsState,
@@ -1427,6 +1545,9 @@ def create_file(
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
     examples=[lambda s: {"path": f"{_project(s)}/README.md"}, {"path": "~/notes/todo.md", "offset": 2, "limit": 3}],
+    asks=("open {path} and show me what it says", "read {path}", "show me the contents of {path}",
+          "skip the first {offset} lines of {path} and show me the next {limit}",
+          "read {limit} lines of {path}"),
 )
 def read_file(
     state: FsState,
@@ -1448,6 +1569,15 @@ def read_file(
             "next_offset": offset + limit if offset + limit < len(lines) else None}
 
 
+def _write_file_asks(a: dict) -> list[str]:
+    found = ['replace everything in {path} with "{content}"', 'overwrite {path} so it just says "{content}"',
+             'write "{content}" into {path}', 'save "{content}" as the contents of {path}']
+    if a.get("create_if_missing") is False:
+        found += ['overwrite {path} with "{content}", but only if that file already exists',
+                  'if {path} exists, rewrite it to say "{content}"; don\'t create it otherwise']
+    return found
+
+
 @server.tool(
     idempotent=True,  # writing identical content changes nothing
     destructive=True,  # replaces what the file held
@@ -1457,6 +1587,8 @@ def read_file(
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "FILE_TOO_LARGE", "QUOTA_EXCEEDED"],
     examples=[{"path": "~/notes/todo.md", "content": "# TODO\n\n- [ ] Water the plants\n"},
               {"path": "~/notes/reading-list.md", "content": "# Reading list\n"}],
+    asks=_write_file_asks,
+    values={"path": lambda rng, s: rng.choice(NEW_FILES)[0], "content": lambda rng, s: rng.choice(NEW_FILES)[1]},
 )
 def write_file(
     state: FsState,
@@ -1482,6 +1614,9 @@ def write_file(
     mutates=["file", "user"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE", "FILE_TOO_LARGE", "QUOTA_EXCEEDED"],
     examples=[{"path": "~/notes/todo.md", "content": "- [ ] Book the dentist\n"}],
+    asks=('add "{content}" to the end of {path}', 'append "{content}" to {path}', 'tack "{content}" onto {path}',
+          'put "{content}" at the bottom of {path}'),
+    values={"content": lambda rng, s: rng.choice(TODO_LINES)},
 )
 def append_to_file(state: FsState, path: FilePath, content: Content) -> dict:
     """Add text at the end of an existing text file (no newline is added for you). Returns the
@@ -1493,6 +1628,15 @@ def append_to_file(state: FsState, path: FilePath, content: Content) -> dict:
     return _entry(_set_text(state, loc, current + content), loc.path)
 
 
+def _edit_file_asks(a: dict) -> list[str]:
+    found = ['in {path}, change "{old_text}" to "{new_text}"', 'replace "{old_text}" with "{new_text}" in {path}',
+             'edit {path} so that "{old_text}" reads "{new_text}" instead']
+    if a.get("replace_all"):
+        found += ['replace every "{old_text}" with "{new_text}" in {path}',
+                  'change all occurrences of "{old_text}" in {path} to "{new_text}"']
+    return found
+
+
 @server.tool(
     destructive=True,
     reads=["file"],
@@ -1500,6 +1644,8 @@ def append_to_file(state: FsState, path: FilePath, content: Content) -> dict:
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE", "TEXT_NOT_FOUND", "AMBIGUOUS_MATCH", "FILE_TOO_LARGE",
             "QUOTA_EXCEEDED"],
     examples=[lambda s: {"path": f"{_project(s)}/README.md", "old_text": "## Usage", "new_text": "## Getting started"}],
+    asks=_edit_file_asks,
+    values={"new_text": lambda rng, s: rng.choice(HEADINGS)},
 )
 def edit_file(
     state: FsState,
@@ -1535,6 +1681,9 @@ def edit_file(
     mutates=["file", "user"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE", "FILE_TOO_LARGE", "QUOTA_EXCEEDED"],
     examples=[{"path": "/tmp/scratch.txt", "size": 0}, {"path": "~/notes/todo.md", "size": 6}],
+    asks=("truncate {path} to {size} bytes", "cut {path} down to {size} bytes", "resize {path} to exactly {size} bytes",
+          "shrink {path} to {size} bytes"),
+    values={"size": lambda rng, s: rng.choice(TRUNCATE_SIZES)},
 )
 def truncate_file(
     state: FsState,
@@ -1563,6 +1712,7 @@ def truncate_file(
     mutates=["file", "symlink", "user"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY"],
     examples=[{"path": "~/notes/ideas.md"}, {"path": "~/old-notes"}],
+    asks=("delete {path}", "permanently remove {path}", "get rid of {path} for good, no trash", "rm {path}"),
 )
 def delete_file(state: FsState, path: AnyPath) -> dict:
     """Delete a file or a symlink for good (rm; a symlink's target is untouched). Use move_to_trash
@@ -1583,6 +1733,9 @@ def delete_file(state: FsState, path: AnyPath) -> dict:
     mutates=["file"],
     errors=[*RESOLVE_ERRORS],
     examples=[{"path": "~/notes/todo.md"}, {"path": "~/notes/new-note.md"}],
+    asks=("touch {path}", "update the modified time of {path}, creating it if needed", "bump the timestamp on {path}",
+          "make sure a file exists at {path}"),
+    values={"path": lambda rng, s: rng.choice(NEW_FILES)[0]},
 )
 def touch_file(state: FsState, path: Annotated[str, Field(description=f"File to touch: {_PATH_HELP}.")]) -> dict:
     """Set a file's modification time to now, creating an empty file if none exists (touch).
@@ -1598,12 +1751,21 @@ def touch_file(state: FsState, path: Annotated[str, Field(description=f"File to 
     return {**_entry(state.nodes.update(loc.node["id"], modified_at=_now(state)), loc.path), "created": False}
 
 
+def _file_info_asks(a: dict) -> list[str]:
+    found = ["show me the details of {path}", "get the size, owner and permissions of {path}",
+             "check who owns {path} and when it was last changed", "stat {path}"]
+    if a.get("follow_symlinks") is False:
+        found += ["show the details of {path} itself, not what it points to", "stat {path} without following the link"]
+    return found
+
+
 @server.tool(
     read_only=True,
     reads=["file", "directory", "symlink"],
     errors=RESOLVE_ERRORS,
     examples=[{"path": "~/current-project"}, {"path": "~/current-project", "follow_symlinks": False},
               lambda s: {"path": _photo(s)}],
+    asks=_file_info_asks,
 )
 def get_file_info(state: FsState, path: AnyPath, follow_symlinks: FollowLinks = True) -> dict:
     """Everything about one entry (stat): inode id, type, size, octal mode and permission string,
@@ -1627,11 +1789,21 @@ def get_file_info(state: FsState, path: AnyPath, follow_symlinks: FollowLinks = 
     return info
 
 
+def _path_exists_asks(a: dict) -> list[str]:
+    found = ["check whether {path} exists", "see if there's anything at {path}", "tell me if {path} is there",
+             "find out what kind of thing {path} is, if it exists"]
+    if a.get("follow_symlinks") is False:
+        found += ["check whether {path} exists, without following symlinks",
+                  "see if there's an entry at {path} itself, even a broken link"]
+    return found
+
+
 @server.tool(
     read_only=True,
     reads=["file", "directory", "symlink"],
     errors=["INVALID_PATH", "PATH_OUTSIDE_ROOT"],
     examples=[{"path": "~/notes/todo.md"}, {"path": "~/notes/nothing-here.md"}, {"path": "~/old-notes"}],
+    asks=_path_exists_asks,
 )
 def path_exists(
     state: FsState,
@@ -1674,6 +1846,21 @@ def _require_outside(source: Loc, target: Loc) -> None:
                 error=InvalidArgument, path=source.path, destination=target.path)
 
 
+def _move_path_asks(a: dict) -> list[str]:
+    """A destination named like a file (with an extension) is a rename; otherwise a folder to move into."""
+    if "." in str(a.get("destination", "")).rsplit("/", 1)[-1].lstrip("."):
+        found = ["rename {source} to {destination}", "move {source} to {destination}",
+                 "give {source} the new name {destination}"]
+        overwriting = ["rename {source} to {destination}, replacing the file that's there",
+                       "move {source} to {destination} and overwrite the existing one"]
+    else:
+        found = ["move {source} into {destination}", "put {source} in {destination}",
+                 "mv {source} over to {destination}", "file {source} away in {destination}"]
+        overwriting = ["move {source} into {destination}, replacing whatever has the same name there",
+                       "move {source} over to {destination}, overwriting the old one"]
+    return found + overwriting if a.get("overwrite") else found
+
+
 @server.tool(
     destructive=True,  # with overwrite, replaces what was at the destination
     idempotent=True,  # a repeat finds no source (PATH_NOT_FOUND)
@@ -1683,6 +1870,8 @@ def _require_outside(source: Loc, target: Loc) -> None:
             "DESTINATION_INSIDE_SOURCE", "DIRECTORY_IN_USE", "OPERATION_NOT_PERMITTED"],
     examples=[{"source": "~/notes/ideas.md", "destination": "~/Documents"},
               {"source": "~/notes/todo.md", "destination": "~/notes/todo-2026.md"}],
+    asks=_move_path_asks,
+    values={"destination": lambda rng, s: rng.choice(DESTINATIONS)},
 )
 def move_path(
     state: FsState,
@@ -1732,6 +1921,17 @@ def move_path(
     return {"source": src.path, "destination": target.path, "type": node["kind"], "replaced": bool(replaced)}
 
 
+def _copy_path_asks(a: dict) -> list[str]:
+    found = ["copy {source} to {destination}", "make a copy of {source} at {destination}",
+             "duplicate {source} into {destination}"]
+    if a.get("recursive"):
+        found += ["copy {source} with everything inside to {destination}",
+                  "make a full copy of {source}, subfolders and all, at {destination}"]
+    if a.get("overwrite"):
+        found += [t + ", replacing the file that's there" for t in found[:2]]
+    return found
+
+
 @server.tool(
     destructive=True,  # with overwrite, replaces the destination file's content
     # not idempotent: copying a directory again nests a second copy inside the first, as cp -r does
@@ -1742,6 +1942,8 @@ def move_path(
             "QUOTA_EXCEEDED"],
     examples=[lambda s: {"source": _project(s), "destination": f"{_project(s)}-backup", "recursive": True},
               {"source": "~/notes/todo.md", "destination": "/tmp"}],
+    asks=_copy_path_asks,
+    values={"destination": lambda rng, s: rng.choice(DESTINATIONS)},
 )
 def copy_path(
     state: FsState,
@@ -1810,6 +2012,15 @@ def copy_path(
 # -- permissions ---------------------------------------------------------------------------------
 
 
+def _change_mode_asks(a: dict) -> list[str]:
+    found = ["set the permissions of {path} to {mode}", "chmod {path} to {mode}", "change the mode of {path} to {mode}",
+             "make {path} mode {mode}"]
+    if a.get("recursive"):
+        found += ["set {path} and everything inside it to mode {mode}", "recursively chmod {path} to {mode}",
+                  "apply permissions {mode} to all of {path}, contents included"]
+    return found
+
+
 @server.tool(
     idempotent=True,
     reads=["file", "directory"],
@@ -1817,6 +2028,8 @@ def copy_path(
     errors=[*RESOLVE_ERRORS, "OPERATION_NOT_PERMITTED"],
     examples=[{"path": "~/notes/todo.md", "mode": "0600"}, {"path": "~/projects", "mode": "750", "recursive": True},
               {"path": "~/notes/archive/2024-taxes.md", "mode": "644"}],
+    asks=_change_mode_asks,
+    values={"mode": lambda rng, s: rng.choice(FILE_MODES + DIRECTORY_MODES)},
 )
 def change_mode(
     state: FsState,
@@ -1861,6 +2074,9 @@ def change_mode(
     errors=[*RESOLVE_ERRORS, "USER_NOT_FOUND", "GROUP_NOT_FOUND", "OPERATION_NOT_PERMITTED", "QUOTA_EXCEEDED"],
     examples=[lambda s: {"path": "~/notes/todo.md", "owner": s.get_var("user"), "group": "staff"},
               lambda s: {"path": "~/Documents/resume.md", "owner": s.groups.get("staff")["members"][1]}],
+    asks=("make {owner} the owner of {path}", "give ownership of {path} to {owner}",
+          "change the owner of {path} to {owner}", "hand {path} over to {owner} and set its group to {group}",
+          "chown {path} to {owner} with group {group}"),
 )
 def change_owner(
     state: FsState,
@@ -1898,6 +2114,9 @@ def change_owner(
     produces=["symlink"],
     errors=[*RESOLVE_ERRORS, "ALREADY_EXISTS"],
     examples=[{"path": "~/todo-link", "target": "notes/todo.md"}, {"path": "~/team", "target": "/srv/team"}],
+    asks=("create a symlink at {path} pointing to {target}", "make a shortcut {path} that points at {target}",
+          "link {path} to {target}", "add a symbolic link {path} that goes to {target}"),
+    values={"path": lambda rng, s: rng.choice(SYMLINKS)[0], "target": lambda rng, s: rng.choice(SYMLINKS)[1]},
 )
 def create_symlink(
     state: FsState,
@@ -1926,6 +2145,8 @@ def create_symlink(
     reads=["symlink"],
     errors=[*RESOLVE_ERRORS, "NOT_A_SYMLINK"],
     examples=[{"path": "~/current-project"}, {"path": "~/old-notes"}],
+    asks=("check where {path} points", "show me the target of {path}", "resolve {path} and tell me if it's broken",
+          "find out what {path} links to"),
 )
 def read_symlink(state: FsState, path: Annotated[str, ref("symlink", f"Path of a symlink: {_PATH_HELP}.")]) -> dict:
     """What a symlink points to (readlink): the stored target, the path it resolves to now, and the
@@ -1967,12 +2188,37 @@ def _search_root(state: FsState, directory: str) -> Loc:
     return loc
 
 
+def _find_files_asks(a: dict) -> list[str]:
+    """Filters are slots, in some templates; the entry type and case-insensitivity are said in words."""
+    found = ["list everything under {directory}", "give me a recursive listing of {directory}",
+             "show me all the entries in {directory}, subfolders included"]
+    if "name" in a:
+        found += ["find anything named {name} under {directory}", "look for {name} anywhere in {directory}",
+                  "search {directory} for entries matching {name}"]
+        if a.get("ignore_case"):
+            found.append("find anything named {name} under {directory}, ignoring case")
+    what = {"file": "files", "directory": "folders", "symlink": "symlinks"}.get(a.get("type"))
+    if what:
+        found += [f"list all the {what} under {{directory}}", f"look through {{directory}} for {what}"]
+        if "name" in a:
+            found.append(f"find {what} named {{name}} under {{directory}}")
+    if "min_size" in a:
+        found.append("find files of at least {min_size} bytes in {directory}")
+    if "max_size" in a:
+        found.append("find files no bigger than {max_size} bytes in {directory}")
+    if "max_depth" in a:
+        found.append("list everything in {directory}, going no deeper than depth {max_depth}")
+    return _here(a, "directory", found)
+
+
 @server.tool(
     read_only=True,
     reads=["directory", "file", "symlink"],
     errors=RESOLVE_ERRORS,
     examples=[{"directory": "~/projects", "name": "*.py"}, {"directory": "~", "type": "directory", "max_depth": 1},
               {"directory": "~/Pictures", "min_size": 3_000_000}],
+    asks=_find_files_asks,
+    values={"name": lambda rng, s: rng.choice(NAME_GLOBS)},
 )
 def find_files(
     state: FsState,
@@ -2012,12 +2258,25 @@ def find_files(
             "unreadable_directories": skipped}
 
 
+def _search_contents_asks(a: dict) -> list[str]:
+    found = ['search the files in {directory} for "{text}"', 'find which files under {directory} mention "{text}"',
+             'grep {directory} for "{text}"', 'look for "{text}" in everything under {directory}']
+    if "name" in a:
+        found.append('look for "{text}" in the {name} files under {directory}')
+    if a.get("ignore_case"):
+        found += ['search the files in {directory} for "{text}", ignoring case',
+                  'find files under {directory} that mention "{text}" in any capitalization']
+    return _here(a, "directory", found)
+
+
 @server.tool(
     read_only=True,
     reads=["directory", "file"],
     errors=RESOLVE_ERRORS,
     examples=[{"directory": "~", "text": "TODO"}, {"directory": "~/projects", "text": "def ", "name": "*.py"},
               {"directory": "/srv/team", "text": "roadmap", "ignore_case": True}],
+    asks=_search_contents_asks,
+    values={"text": lambda rng, s: rng.choice(SEARCH_TEXTS)},
 )
 def search_file_contents(
     state: FsState,
@@ -2056,6 +2315,22 @@ def search_file_contents(
             "unreadable_skipped": skipped}
 
 
+def _grep_file_asks(a: dict) -> list[str]:
+    found = ['find the lines in {path} that mention "{pattern}"', 'grep {path} for "{pattern}"',
+             'show where "{pattern}" appears in {path}']
+    if "context" in a:
+        found.append('search {path} for "{pattern}" plus context ({context} before and after each hit)')
+    if a.get("invert"):
+        found += ['show the lines of {path} that don\'t contain "{pattern}"',
+                  'filter out the lines with "{pattern}" from {path} and show me the rest']
+    if a.get("ignore_case"):
+        found += ['grep {path} for "{pattern}", ignoring case',
+                  'find the lines in {path} that mention "{pattern}" in any capitalization']
+        if a.get("invert"):
+            found.append('list every line in {path} without "{pattern}", ignoring case')
+    return found
+
+
 @server.tool(
     read_only=True,
     reads=["file"],
@@ -2063,6 +2338,8 @@ def search_file_contents(
     examples=[lambda s: {"path": _python_file(s), "pattern": "TODO"},
               lambda s: {"path": _python_file(s), "pattern": "return", "context": 1, "ignore_case": True},
               {"path": "~/notes/todo.md", "pattern": "[x]", "invert": True}],
+    asks=_grep_file_asks,
+    values={"pattern": lambda rng, s: rng.choice(LINE_PATTERNS)},
 )
 def grep_file(
     state: FsState,
@@ -2100,6 +2377,9 @@ def grep_file(
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE", "FILE_TOO_LARGE"],
     examples=[_edited_copy, lambda s: {"path_a": _meetings(s)[0], "path_b": _meetings(s)[1], "context_lines": 1}],
+    asks=("compare {path_a} with {path_b}", "show the differences between {path_a} and {path_b}",
+          "diff {path_a} against {path_b}",
+          "show what changed between {path_a} and {path_b}, with a context size of {context_lines}"),
 )
 def diff_files(
     state: FsState,
@@ -2133,6 +2413,8 @@ def diff_files(
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY"],
     examples=[{"path": "~/.bashrc"}, lambda s: {"path": _photo(s)},
               {"path": "/etc/hostname", "expected": "0" * 64}],
+    asks=("get the SHA-256 checksum of {path}", "compute the hash of {path}",
+          "check {path} against the checksum {expected}", "verify that {path} has the SHA-256 {expected}"),
 )
 def hash_file(
     state: FsState,
@@ -2156,6 +2438,8 @@ def hash_file(
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
     examples=[{"paths": ["~/notes/todo.md", "~/.bashrc"]}, lambda s: {"paths": _meetings(s)}],
+    asks=("count the words in {paths}", "give me line and word counts for {paths}", "run a word count on {paths}",
+          "tell me how many lines, words and characters are in {paths}"),
 )
 def count_words(
     state: FsState,
@@ -2190,6 +2474,9 @@ def _edge_lines(state: FsState, path: str, lines: int, *, tail: bool) -> dict:
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
     examples=[{"path": "~/Documents/budget-2026.csv", "lines": 5}, {"path": "/etc/passwd"}],
+    asks=("show the first few lines of {path}", "show me the top {lines} lines of {path}",
+          "peek at the beginning of {path}", "print the first {lines} lines of {path}"),
+    values={"lines": lambda rng, s: rng.choice((3, 5, 10, 20))},
 )
 def head_file(state: FsState, path: FilePath, lines: Lines = 10) -> dict:
     """The first lines of a text file (head -n). Returns their text, the first line number, how many
@@ -2203,6 +2490,9 @@ def head_file(state: FsState, path: FilePath, lines: Lines = 10) -> dict:
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
     examples=[{"path": "~/Documents/budget-2026.csv", "lines": 3}, {"path": "/var/log/apt/history.log"}],
+    asks=("show the last {lines} lines of {path}", "show me the end of {path}", "tail {path}",
+          "show me the newest entries at the bottom of {path}", "print the final {lines} lines of {path}"),
+    values={"lines": lambda rng, s: rng.choice((3, 5, 10, 20, 50))},
 )
 def tail_file(state: FsState, path: FilePath, lines: Lines = 10) -> dict:
     """The last lines of a text file (tail -n), e.g. the newest entries of a log. Returns their text,
@@ -2222,6 +2512,10 @@ def tail_file(state: FsState, path: FilePath, lines: Lines = 10) -> dict:
     errors=[*RESOLVE_ERRORS, "ALREADY_EXISTS", "DUPLICATE_ENTRY", "TOO_MANY_ENTRIES", "QUOTA_EXCEEDED"],
     examples=[lambda s: {"name": "project-snapshot", "paths": [_project(s)]},
               {"name": "notes-2026", "paths": ["~/notes/todo.md", "~/notes/ideas.md"], "format": "tar.gz"}],
+    asks=("zip up {paths} into an archive called {name}", "pack {paths} into a new archive named {name}",
+          "back up {paths} as an archive called {name}", "make a {format} archive named {name} from {paths}",
+          "bundle {paths} into {name} as a {format} file"),
+    values={"name": lambda rng, s: rng.choice(ARCHIVES)[0], "paths": lambda rng, s: list(rng.choice(ARCHIVES)[1])},
 )
 def create_archive(
     state: FsState,
@@ -2259,7 +2553,13 @@ def create_archive(
     return _archive_view(_insert_archive(state, user["id"], name, format, sources, entries, _now(state)))
 
 
-@server.tool(read_only=True, reads=["archive"], examples=[{}, {"limit": 1}])
+@server.tool(
+    read_only=True,
+    reads=["archive"],
+    examples=[{}, {"limit": 1}],
+    asks=("list my archives", "show the archives I've made", "show me all the backup archives I keep",
+          "show me up to {limit} of my archives"),
+)
 def list_archives(state: FsState, limit: Limit = 20, offset: Offset = 0) -> dict:
     """Your archives, oldest first: id, name, file name, format, sources, entry count, total and
     compressed bytes, creation time. Paged."""
@@ -2272,6 +2572,8 @@ def list_archives(state: FsState, limit: Limit = 20, offset: Offset = 0) -> dict
     reads=["archive"],
     errors=["ARCHIVE_NOT_FOUND", "PERMISSION_DENIED"],
     examples=[lambda s: {"archive_id": _my_archive(s)}],
+    asks=("list what's inside {archive_id}", "show the contents of {archive_id}",
+          "tell me which files are packed in {archive_id}", "show me what got saved in {archive_id}"),
 )
 def list_archive_entries(state: FsState, archive_id: ArchiveId, limit: Limit = 50, offset: Offset = 0) -> dict:
     """The entries packed in one of your archives: relative path, type, size, mode and, for
@@ -2284,6 +2586,15 @@ def list_archive_entries(state: FsState, archive_id: ArchiveId, limit: Limit = 5
             **paginate(entries, limit=limit, offset=offset, key="entries")}
 
 
+def _extract_archive_asks(a: dict) -> list[str]:
+    found = ["extract {archive_id} into {destination}", "unpack {archive_id} to {destination}",
+             "unzip {archive_id} in {destination}", "restore the files from {archive_id} into {destination}"]
+    if a.get("overwrite"):
+        found += ["extract {archive_id} into {destination}, overwriting existing files",
+                  "unpack {archive_id} to {destination} and replace anything in the way"]
+    return _here(a, "destination", found)
+
+
 @server.tool(
     destructive=True,  # with overwrite, replaces files that are in the way
     idempotent=True,  # a repeat finds the files there (ALREADY_EXISTS) or rewrites identical content
@@ -2292,6 +2603,7 @@ def list_archive_entries(state: FsState, archive_id: ArchiveId, limit: Limit = 5
     mutates=["file", "user"],
     errors=[*RESOLVE_ERRORS, "ARCHIVE_NOT_FOUND", "ALREADY_EXISTS", "QUOTA_EXCEEDED"],
     examples=[lambda s: {"archive_id": _my_archive(s), "destination": "~/Documents"}],
+    asks=_extract_archive_asks,
 )
 def extract_archive(
     state: FsState,
@@ -2381,6 +2693,8 @@ def _item_view(item: Record) -> dict[str, Any]:
     mutates=["file", "directory", "symlink"],
     errors=[*RESOLVE_ERRORS, "DIRECTORY_IN_USE", "OPERATION_NOT_PERMITTED"],
     examples=[{"path": "~/Downloads/wifi-setup.txt"}, lambda s: {"path": _project(s)}],
+    asks=("move {path} to the trash", "trash {path}", "throw {path} in the bin so I can get it back later",
+          "send {path} to the trash instead of deleting it"),
 )
 def move_to_trash(state: FsState, path: AnyPath) -> dict:
     """Move a file, symlink or whole directory to your trash, from where restore_from_trash can put it
@@ -2397,7 +2711,13 @@ def move_to_trash(state: FsState, path: AnyPath) -> dict:
     return _item_view(item)
 
 
-@server.tool(read_only=True, reads=["trash_item"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["trash_item"],
+    examples=[{}],
+    asks=("show what's in my trash", "list the items in the trash", "list everything I've thrown in the trash",
+          "show how much space my trash is taking and what's in it"),
+)
 def list_trash(state: FsState, limit: Limit = 20, offset: Offset = 0) -> dict:
     """Items in your trash, most recently trashed first: id, name, original path, type, bytes, entry
     count and when it was trashed; plus the bytes the trash holds. Paged."""
@@ -2420,6 +2740,9 @@ def _own_trash_item(state: FsState, trash_id: str) -> Record:
     errors=[*RESOLVE_ERRORS, "TRASH_ITEM_NOT_FOUND", "ALREADY_EXISTS"],
     examples=[lambda s: {"trash_id": _my_trash(s)},
               lambda s: {"trash_id": _my_trash(s), "destination": "~/notes/recovered.txt"}],
+    asks=("restore {trash_id}", "put {trash_id} back where it was", "bring {trash_id} back out of the trash",
+          "restore {trash_id} to {destination}", "recover {trash_id} and save it as {destination}"),
+    values={"destination": lambda rng, s: rng.choice(RESTORE_PATHS)},
 )
 def restore_from_trash(
     state: FsState,
@@ -2444,6 +2767,14 @@ def restore_from_trash(
     return {"trash_id": trash_id, "restored_path": loc.path, "type": node["kind"], "entries": item["item_count"]}
 
 
+def _empty_trash_asks(a: dict) -> list[str]:
+    found = ["empty my trash", "clear out the trash for good", "permanently delete everything in the trash"]
+    if a.get("trash_id"):
+        found += ["permanently delete {trash_id} from the trash", "purge {trash_id} from my trash for good",
+                  "remove {trash_id} from the trash permanently"]
+    return found
+
+
 @server.tool(
     destructive=True,
     idempotent=True,  # a repeat finds nothing left to delete
@@ -2451,6 +2782,7 @@ def restore_from_trash(
     mutates=["trash_item", "file", "user"],
     errors=["TRASH_ITEM_NOT_FOUND", "PERMISSION_DENIED"],
     examples=[{}, lambda s: {"trash_id": _my_trash(s)}],
+    asks=_empty_trash_asks,
 )
 def empty_trash(
     state: FsState,

@@ -162,6 +162,25 @@ PROMOS = (  # code, description, kind, value, minimum subtotal, expires in days 
 )
 HOUSE_PROMO = "HOUSE15"  # 15% off at restaurant #0 only
 
+# What customers say when they ask for a tool (``asks``/``values``).
+SEARCH_WORDS = ("sushi", "pizza", "thai", "burgers", "indian", "mexican", "kitchen", "grill", "diner", "taqueria",
+                "masala", "breakfast")
+KITCHEN_NOTES = ("No onions, please", "Extra crispy", "Sauce on the side", "Light on the salt", "No cilantro",
+                 "Cut it into squares", "Extra napkins, please", "Make it extra spicy", "Dressing on the side",
+                 "Well done, please")
+DELIVERY_NOTES = ("Leave at the door", "Ring the bell when you arrive", "Call me when you're outside",
+                  "Hand it to me, please", "Leave it with the front desk", "Knock quietly, the baby is asleep",
+                  "Use the side entrance", "Meet me in the lobby", "Don't ring, just text me")
+TIPS = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+REVIEWS = (  # (food stars, delivery stars, comment): value sources of one call share a seed, so they agree
+    (5, 5, "Still hot and the courier was friendly."), (4, 2, "Great food, but it took a while."),
+    (5, 4, "Generous portions, will order again."), (3, 2, "A bit cold on arrival."),
+    (5, 5, "Exactly what I ordered, well packed."), (2, 4, "The fries were soggy."),
+    (5, 4, "Best pizza in the neighborhood."), (3, 4, "Missing the extra sauce I asked for."),
+    (4, 5, "Fast delivery and tasty food."),
+)
+CANCEL_REASONS = ("changed_mind", "ordered_by_mistake", "wrong_address", "too_slow", "other")
+
 
 class DeliveryState(State):
     """The app as one signed-in customer sees it; the cart's promo code is the var ``promo_code``
@@ -643,12 +662,47 @@ OrderId = Annotated[str, ref("order", "Id of one of the customer's orders (ord_.
 AddressId = Annotated[str, ref("address", "Id of a saved delivery address (adr_...), from list_addresses.")]
 
 
+def _search_restaurants_asks(a: dict) -> list[str]:
+    """Each template names a few of the filters (slots, or words for open now and the order)."""
+    found = ["show me some restaurants", "list places I can order from", "browse the restaurants on the app"]
+    if "query" in a:
+        found += ["search restaurants for {query}", "look up {query} on the app", "find places matching {query}"]
+    if "cuisine" in a:
+        found += ["find {cuisine} restaurants", "show me {cuisine} places", "list the {cuisine} spots around"]
+    if "dietary" in a:
+        found += ["find restaurants with {dietary} dishes", "show me places that do {dietary} food"]
+        if "cuisine" in a:
+            found.append("find {cuisine} restaurants with {dietary} options")
+    if a.get("open_now") is not None:
+        now = " that are open right now" if a["open_now"] else " that are closed right now"
+        found += ["show me restaurants" + now, "list places to eat" + now]
+        if "cuisine" in a:
+            found.append("find {cuisine} places" + now)
+        if "dietary" in a:
+            found.append("find restaurants with {dietary} dishes" + now)
+    if "address_id" in a:
+        found += ["find restaurants that deliver to {address_id}", "show me places that can bring food to {address_id}"]
+        if "query" in a:
+            found.append("search for {query} places that deliver to {address_id}")
+    order = {"rating": "best-rated", "delivery_fee": "cheapest-delivery", "delivery_time": "fastest-delivering"}
+    if a.get("sort") in order:
+        best = order[a["sort"]]
+        found += [f"show me the {best} restaurants", f"list restaurants, {best} first"]
+        if "cuisine" in a:
+            found.append(f"find the {best} {{cuisine}} places")
+        if "address_id" in a and a["sort"] == "delivery_time":
+            found.append("find the restaurants that can deliver fastest to {address_id}")
+    return found
+
+
 @server.tool(
     read_only=True,
     reads=["restaurant", "address"],
     errors=["ADDRESS_NOT_FOUND"],
     examples=[{"cuisine": "pizza"}, {"open_now": True, "dietary": "vegan", "sort": "rating"},
               lambda s: {"address_id": _home(s), "query": "sushi", "sort": "delivery_time"}],
+    asks=_search_restaurants_asks,
+    values={"query": lambda rng, s: rng.choice(SEARCH_WORDS)},
 )
 def search_restaurants(
     state: DeliveryState,
@@ -692,6 +746,9 @@ def search_restaurants(
     errors=["RESTAURANT_NOT_FOUND", "ADDRESS_NOT_FOUND"],
     examples=[lambda s: {"restaurant_id": s.restaurants.first()["id"]},
               lambda s: {"restaurant_id": s.restaurants.all()[-1]["id"], "address_id": _home(s)}],
+    asks=("show me the details for {restaurant_id}", "tell me about {restaurant_id}",
+          "pull up the info on {restaurant_id}", "check whether {restaurant_id} delivers to {address_id}",
+          "find out how far {restaurant_id} is from {address_id} and how long delivery takes"),
 )
 def get_restaurant(
     state: DeliveryState,
@@ -713,6 +770,8 @@ def get_restaurant(
     reads=["restaurant"],
     errors=["RESTAURANT_NOT_FOUND"],
     examples=[lambda s: {"restaurant_id": s.restaurants.all()[2]["id"]}],
+    asks=("check the opening hours of {restaurant_id}", "find out when {restaurant_id} is open",
+          "see if {restaurant_id} is open right now", "tell me what time {restaurant_id} opens and closes"),
 )
 def get_opening_hours(state: DeliveryState, restaurant_id: RestaurantId) -> dict:
     """A restaurant's weekly opening hours (one or more spans per day, none when closed that day),
@@ -732,6 +791,10 @@ def get_opening_hours(state: DeliveryState, restaurant_id: RestaurantId) -> dict
     errors=["RESTAURANT_NOT_FOUND"],
     examples=[lambda s: {"restaurant_id": s.restaurants.first()["id"]},
               lambda s: {"restaurant_id": s.restaurants.first()["id"], "category": "mains", "dietary": "vegetarian"}],
+    asks=("show me the menu at {restaurant_id}", "see what {restaurant_id} serves",
+          "pull up the menu for {restaurant_id}", "list the {category} at {restaurant_id}",
+          "show the {dietary} {category} from {restaurant_id}",
+          "find {dietary} options on the menu of {restaurant_id}"),
 )
 def get_menu(
     state: DeliveryState,
@@ -753,6 +816,8 @@ def get_menu(
     reads=["menu_item"],
     errors=["MENU_ITEM_NOT_FOUND"],
     examples=[lambda s: {"menu_item_id": s.menu_items.first(lambda i: bool(i["sizes"] and i["add_ons"]))["id"]}],
+    asks=("show me the options for {menu_item_id}", "check what sizes and add-ons {menu_item_id} comes with",
+          "get the details of {menu_item_id}", "tell me how much {menu_item_id} costs and what extras it has"),
 )
 def get_menu_item(
     state: DeliveryState,
@@ -764,6 +829,27 @@ def get_menu_item(
     return state.menu_items.get(menu_item_id)
 
 
+def _add_to_cart_asks(a: dict) -> list[str]:
+    """Quantity, size, add-ons and a note each in some templates; a fresh cart in words."""
+    found = ["add {menu_item_id} to my cart", "put {menu_item_id} in the cart", "throw {menu_item_id} into my cart"]
+    if "quantity" in a:
+        found += ["add {quantity} of {menu_item_id} to my cart", "put {quantity} of {menu_item_id} in the cart"]
+    if "size" in a:
+        found += ["add {menu_item_id} in size {size} to my cart", "get me {menu_item_id}, size {size}"]
+        if "quantity" in a:
+            found.append("put {quantity} of {menu_item_id} in size {size} in my cart")
+    if "add_ons" in a:
+        found.append("add {menu_item_id} with {add_ons} to my order" if "size" not in a else
+                     "add {menu_item_id} in size {size} with {add_ons} to my order")
+    if "notes" in a:
+        found.append('add {menu_item_id} to my cart with a note for the kitchen: "{notes}"')
+    if a.get("start_new_cart"):
+        found += ["empty my cart and add {menu_item_id} instead", "start a fresh cart with {menu_item_id}"]
+        if "quantity" in a:
+            found.append("drop what's in my cart and put {quantity} of {menu_item_id} in it")
+    return found
+
+
 @server.tool(
     reads=["menu_item", "restaurant", "cart_item"],
     produces=["cart_item"],
@@ -771,6 +857,9 @@ def get_menu_item(
     errors=["MENU_ITEM_NOT_FOUND", "ITEM_UNAVAILABLE", "INVALID_OPTION", "RESTAURANT_CLOSED",
             "CART_FROM_OTHER_RESTAURANT", "MAX_QUANTITY_EXCEEDED"],
     examples=[_add_example, _switch_restaurant_example],
+    asks=_add_to_cart_asks,
+    values={"quantity": lambda rng, s: rng.choice((1, 1, 2, 2, 3, 4)),
+            "notes": lambda rng, s: rng.choice(KITCHEN_NOTES)},
 )
 def add_to_cart(
     state: DeliveryState,
@@ -824,6 +913,9 @@ def add_to_cart(
     mutates=["cart_item"],
     errors=["CART_ITEM_NOT_FOUND"],
     examples=[lambda s: {"cart_item_id": _line(s)["id"], "quantity": _line(s).get("quantity", 1) + 1}],
+    asks=("change the quantity of {cart_item_id} to {quantity}", "set {cart_item_id} to {quantity} in my cart",
+          "make that {quantity} of {cart_item_id} instead", "update my cart so there are {quantity} of {cart_item_id}"),
+    values={"quantity": lambda rng, s: rng.choice((1, 2, 3, 4, 5))},
 )
 def update_cart_item(
     state: DeliveryState,
@@ -844,6 +936,8 @@ def update_cart_item(
     mutates=["cart_item"],
     errors=["CART_ITEM_NOT_FOUND"],
     examples=[lambda s: {"cart_item_id": _line(s)["id"]}],
+    asks=("remove {cart_item_id} from my cart", "take {cart_item_id} out of the cart",
+          "drop {cart_item_id} from my order", "delete {cart_item_id} from the cart"),
 )
 def remove_from_cart(state: DeliveryState, cart_item_id: CartItemId) -> dict:
     """Take a line out of the cart; removing the last line also drops the promo code. Returns the
@@ -854,7 +948,13 @@ def remove_from_cart(state: DeliveryState, cart_item_id: CartItemId) -> dict:
     return _cart_view(state)
 
 
-@server.tool(read_only=True, reads=["cart_item", "restaurant", "promo"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["cart_item", "restaurant", "promo"],
+    examples=[{}],
+    asks=("show me what's in my cart", "tell me my cart total before tip", "review my cart",
+          "check whether my cart meets the minimum order"),
+)
 def view_cart(state: DeliveryState) -> dict:
     """The cart: its restaurant (and whether it is open now), lines with options and prices, the
     promo code and whether it applies, subtotal, how far below the restaurant's minimum order it
@@ -868,6 +968,9 @@ def view_cart(state: DeliveryState) -> dict:
     mutates=["cart_item"],
     errors=["CART_EMPTY", "PROMO_NOT_FOUND", "PROMO_EXPIRED", "PROMO_NOT_VALID_HERE", "PROMO_MINIMUM_NOT_MET"],
     examples=[{"code": "WELCOME5"}, {"code": HOUSE_PROMO}],
+    asks=("apply the promo code {code}", "use code {code} on my cart", "add the discount code {code}",
+          "try the coupon {code} on this order"),
+    values={"code": lambda rng, s: rng.choice([p[0] for p in PROMOS if p[5] > 0] + [HOUSE_PROMO])},
 )
 def apply_promo(
     state: DeliveryState,
@@ -891,7 +994,13 @@ def apply_promo(
     return _cart_view(state)
 
 
-@server.tool(read_only=True, reads=["address"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["address"],
+    examples=[{}],
+    asks=("list my saved addresses", "show the delivery addresses on my account",
+          "show me which addresses I have saved"),
+)
 def list_addresses(state: DeliveryState) -> dict:
     """The customer's saved delivery addresses: id, label (home, work, ...), street, neighborhood,
     postal code and default instructions for the courier."""
@@ -905,6 +1014,11 @@ def list_addresses(state: DeliveryState) -> dict:
     errors=["ADDRESS_NOT_FOUND", "CART_EMPTY", "RESTAURANT_CLOSED", "ITEM_UNAVAILABLE", "BELOW_MINIMUM_ORDER",
             "OUTSIDE_DELIVERY_AREA", "PROMO_EXPIRED", "PROMO_NOT_VALID_HERE", "PROMO_MINIMUM_NOT_MET"],
     examples=[lambda s: {"address_id": _home(s), "tip": 4.0, "delivery_instructions": "Leave at the door"}],
+    asks=("check out and deliver to {address_id}", "place the order for delivery to {address_id}",
+          "send my order to {address_id} with a ${tip} tip",
+          'check out to {address_id}, tip ${tip}, and tell the courier "{delivery_instructions}"',
+          'order it to {address_id} with a note for the driver: "{delivery_instructions}"'),
+    values={"tip": lambda rng, s: rng.choice(TIPS), "delivery_instructions": lambda rng, s: rng.choice(DELIVERY_NOTES)},
 )
 def checkout(
     state: DeliveryState,
@@ -948,6 +1062,8 @@ def checkout(
     reads=["order", "rating"],
     errors=["ORDER_NOT_FOUND"],
     examples=[lambda s: {"order_id": s.orders.first()["id"]}],
+    asks=("show me the details of {order_id}", "pull up {order_id}", "tell me what was in {order_id} and what it cost",
+          "look up {order_id}"),
 )
 def get_order(state: DeliveryState, order_id: OrderId) -> dict:
     """One order in full: restaurant, items with options, totals with tip, address, courier, the
@@ -960,6 +1076,8 @@ def get_order(state: DeliveryState, order_id: OrderId) -> dict:
     read_only=True,
     reads=["order", "rating"],
     examples=[{}, {"status": "delivered", "limit": 5}],
+    asks=("show my past orders", "list my recent orders", "list the orders that are {status}",
+          "show my last {limit} orders", "show me my {limit} most recent {status} orders"),
 )
 def list_orders(
     state: DeliveryState,
@@ -979,6 +1097,16 @@ def list_orders(
     return paginate(rows, limit=limit, offset=offset, key="orders")
 
 
+def _cancel_order_asks(a: dict) -> list[str]:
+    found = ["cancel {order_id}", "call off {order_id}", "stop {order_id} before they start cooking it"]
+    why = {"changed_mind": "I changed my mind", "ordered_by_mistake": "I ordered it by mistake",
+           "wrong_address": "it's going to the wrong address", "too_slow": "it's taking too long",
+           "other": "something came up"}.get(a.get("reason"))
+    if why:
+        found += [f"cancel {{order_id}}, {why}", f"call off {{order_id}} because {why}"]
+    return found
+
+
 @server.tool(
     destructive=True,
     idempotent=True,  # a repeat is refused with ORDER_NOT_CANCELLABLE
@@ -986,6 +1114,8 @@ def list_orders(
     mutates=["order"],
     errors=["ORDER_NOT_FOUND", "ORDER_NOT_CANCELLABLE"],
     examples=[lambda s: {**_order_in(s, "placed"), "reason": "ordered_by_mistake"}],
+    asks=_cancel_order_asks,
+    values={"reason": lambda rng, s: rng.choice(CANCEL_REASONS)},
 )
 def cancel_order(
     state: DeliveryState,
@@ -1010,6 +1140,8 @@ def cancel_order(
     reads=["order"],
     errors=["ORDER_NOT_FOUND", "ORDER_CANCELLED"],
     examples=[lambda s: _order_in(s, "out_for_delivery"), lambda s: _order_in(s, "placed")],
+    asks=("track {order_id}", "check where {order_id} is", "tell me when {order_id} will arrive",
+          "find out how long until {order_id} gets here"),
 )
 def track_delivery(state: DeliveryState, order_id: OrderId) -> dict:
     """Live status of an order, by the session clock: placed, confirmed, preparing, out_for_delivery
@@ -1036,6 +1168,12 @@ def track_delivery(state: DeliveryState, order_id: OrderId) -> dict:
     errors=["ORDER_NOT_FOUND", "ORDER_NOT_DELIVERED", "ALREADY_RATED"],
     examples=[lambda s: {**_order_in(s, "delivered"), "food_stars": 5, "delivery_stars": 4,
                          "comment": "Still hot and the courier was friendly."}],
+    asks=("rate {order_id} {food_stars} stars for the food", "give the food from {order_id} {food_stars} out of 5",
+          "rate {order_id}: food {food_stars} stars, delivery {delivery_stars}",
+          'leave a review on {order_id}: {food_stars} stars for the food, "{comment}"',
+          'score {order_id} {food_stars}/5 for food and {delivery_stars}/5 for delivery, saying "{comment}"'),
+    values={"food_stars": lambda rng, s: rng.choice(REVIEWS)[0],
+            "delivery_stars": lambda rng, s: rng.choice(REVIEWS)[1], "comment": lambda rng, s: rng.choice(REVIEWS)[2]},
 )
 def rate_order(
     state: DeliveryState,

@@ -184,6 +184,20 @@ LAYOUT: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 HOME_NAMES = ("Main House", "Lake Cabin", "City Apartment", "Beach House", "Mountain Lodge", "Farmhouse",
               "Studio Loft", "Guest Cottage")
 
+# What owners name when they ask for a tool (``asks``/``values``); none clashes with a seeded name.
+ROOM_NAMES = ("Home Office", "Nursery", "Guest Room", "Laundry Room", "Basement", "Attic", "Patio", "Dining Room",
+              "Mudroom", "Home Gym", "Workshop", "Playroom")
+SCENE_NAMES = ("Reading Nook", "Dinner Party", "Morning Routine", "Away Mode", "Relax", "Bedtime", "Wake Up",
+               "Focus Time", "Game Night", "Date Night")
+AUTOMATION_NAMES = ("Welcome home", "Comfort helper", "Evening helper", "Night watch", "Quick reaction",
+                    "House rule 1", "Keep it cozy", "Arrival helper")
+SCHEDULES = (  # (name, time, days, value): value sources of one call share a seed, so they agree
+    ("Wind down", "21:30", WEEKDAYS[:5], 25), ("Morning wake-up", "06:30", WEEKDAYS[:5], 60),
+    ("Weekend lie-in", "09:30", WEEKDAYS[5:], 40), ("Bedtime", "22:30", WEEKDAYS, 10),
+    ("Evening routine", "18:00", WEEKDAYS, 70), ("Gym mornings", "06:00", ("mon", "wed", "fri"), 80),
+    ("Late dinner", "20:00", ("fri", "sat"), 30), ("Sunday reading", "16:00", ("sun",), 50),
+)
+
 DeviceId = Annotated[str, ref("device", "Id of the device (dev_...), from list_devices or list_rooms.")]
 HomeId = Annotated[str, ref("home", "Id of the home (hom_...), from list_homes.")]
 Value = Annotated[float | None, Field(
@@ -589,7 +603,13 @@ server = Server(
 )
 
 
-@server.tool(read_only=True, reads=["home", "room", "device"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["home", "room", "device"],
+    examples=[{}],
+    asks=("list my homes", "show all the homes on my account", "tell me which homes I have set up",
+          "show my homes and how many devices are offline in each"),
+)
 def list_homes(state: IotState) -> dict:
     """List the owner's homes: id, name, address and time zone, with how many rooms and devices each
     has and how many devices are offline right now."""
@@ -606,6 +626,8 @@ def list_homes(state: IotState) -> dict:
     reads=["home", "room", "device"],
     errors=["HOME_NOT_FOUND"],
     examples=[lambda s: {"home_id": _home(s)["id"]}],
+    asks=("list the rooms in {home_id}", "show me the rooms and devices at {home_id}",
+          "give me a room-by-room rundown of {home_id}", "show how {home_id} is laid out, room by room"),
 )
 def list_rooms(state: IotState, home_id: HomeId) -> dict:
     """The rooms of a home, each with its devices grouped under it (id, name, type, online, battery
@@ -624,6 +646,9 @@ def list_rooms(state: IotState, home_id: HomeId) -> dict:
     produces=["room"],
     errors=["HOME_NOT_FOUND", "ROOM_NAME_TAKEN", "ROOM_LIMIT_REACHED"],
     examples=[lambda s: {"home_id": _home(s)["id"], "name": "Home Office"}],
+    asks=("add a room called {name} to {home_id}", "create a new room named {name} in {home_id}",
+          "set up a {name} room at {home_id}", "make a room {name} so I can group devices there"),
+    values={"name": lambda rng, s: rng.choice(ROOM_NAMES)},
 )
 def create_room(
     state: IotState,
@@ -655,6 +680,8 @@ def _home_name(state: IotState, home_id: str) -> str:
     errors=["DEVICE_NOT_FOUND", "ROOM_NOT_FOUND", "ROOM_IN_OTHER_HOME"],
     examples=[lambda s: {"device_id": _device(s, "Garage Plug")["id"],
                          "room_id": s.rooms.first(name="Kitchen", home_id=_home(s)["id"])["id"]}],
+    asks=("move {device_id} to {room_id}", "put {device_id} in {room_id}", "reassign {device_id} to {room_id}",
+          "group {device_id} under {room_id}"),
 )
 def move_device(
     state: IotState,
@@ -673,12 +700,29 @@ def move_device(
     return {"device": moved, "room": room}
 
 
+def _list_devices_asks(a: dict) -> list[str]:
+    """The type and room are slots, online or offline is said in words; each in some templates."""
+    found = ["list the devices in {home_id}", "show me all the devices at {home_id}",
+             "give me a rundown of the devices in {home_id}"]
+    if "device_type" in a:
+        found += ["list the {device_type}s in {home_id}", "show me every {device_type} at {home_id}"]
+    if "room_id" in a:
+        found += ["list the devices in {room_id}", "show me what's in {room_id}"]
+    if a.get("online") is not None:
+        status = "online" if a["online"] else "offline"
+        found += [f"show me which devices at {{home_id}} are {status}", f"list the {status} devices in {{home_id}}"]
+        if "device_type" in a:
+            found.append(f"check which {{device_type}}s in {{home_id}} are {status}")
+    return found
+
+
 @server.tool(
     read_only=True,
     reads=["home", "room", "device"],
     errors=["HOME_NOT_FOUND", "ROOM_NOT_FOUND"],
     examples=[lambda s: {"home_id": _home(s)["id"]},
               lambda s: {"home_id": _home(s)["id"], "device_type": "light", "online": True}],
+    asks=_list_devices_asks,
 )
 def list_devices(
     state: IotState,
@@ -707,6 +751,8 @@ def list_devices(
     reads=["device", "room"],
     errors=["DEVICE_NOT_FOUND"],
     examples=[lambda s: {"device_id": _device(s, "Thermostat")["id"]}],
+    asks=("show me the details of {device_id}", "check the status of {device_id}",
+          "tell me everything about {device_id}", "find out what model {device_id} is and whether it's online"),
 )
 def get_device(state: IotState, device_id: DeviceId) -> dict:
     """One device in full: model, maker, room, capabilities, online status and when it was last
@@ -722,6 +768,8 @@ def get_device(state: IotState, device_id: DeviceId) -> dict:
     mutates=["device"],
     errors=["DEVICE_NOT_FOUND", "UNSUPPORTED_CAPABILITY", "DEVICE_OFFLINE"],
     examples=[lambda s: _flip(s, "Coffee Maker Plug", "on"), lambda s: _flip(s, "Ceiling Light", "on")],
+    asks=lambda a: (("turn on {device_id}", "switch {device_id} on", "power up {device_id}") if a.get("on") else
+                    ("turn off {device_id}", "switch {device_id} off", "shut {device_id} off")),
 )
 def set_device_power(
     state: IotState,
@@ -735,6 +783,20 @@ def set_device_power(
     return _write_state(state, device, _action_changes(device, "turn_on" if on else "turn_off", None))
 
 
+def _set_light_asks(a: dict) -> list[str]:
+    found = []
+    if "brightness" in a:
+        found += ["set {device_id} to {brightness}% brightness", "dim {device_id} to {brightness} percent",
+                  "change the brightness of {device_id} to {brightness}%"]
+    if "color_temperature" in a:
+        found += ["set {device_id} to {color_temperature}K", "make {device_id} {color_temperature}K white",
+                  "change the color temperature of {device_id} to {color_temperature} kelvin"]
+        if "brightness" in a:
+            found += ["set {device_id} to {brightness}% brightness at {color_temperature}K",
+                      "put {device_id} at {brightness} percent with a color temperature of {color_temperature} kelvin"]
+    return found or ["adjust {device_id}", "change the light settings on {device_id}", "tweak {device_id}"]
+
+
 @server.tool(
     idempotent=True,
     reads=["device"],
@@ -743,6 +805,9 @@ def set_device_power(
     examples=[lambda s: {"device_id": _device(s, "Living Room Lamp")["id"], "brightness": 45,
                          "color_temperature": 3000},
               lambda s: {"device_id": _device(s, "Kitchen Lights")["id"], "brightness": 85}],
+    asks=_set_light_asks,
+    values={"brightness": lambda rng, s: rng.choice((10, 20, 25, 30, 40, 50, 60, 75, 80, 100)),
+            "color_temperature": lambda rng, s: rng.choice((2200, 2700, 3000, 3500, 4000, 5000, 6500))},
 )
 def set_light(
     state: IotState,
@@ -769,6 +834,39 @@ def set_light(
     return _write_state(state, device, changes)
 
 
+_THERMOSTAT_MODE_ASKS = {
+    "heat": ["switch {device_id} to heating", "put {device_id} in heat mode", "set {device_id} to heat"],
+    "cool": ["switch {device_id} to cooling", "put {device_id} in cool mode", "set {device_id} to cool"],
+    "auto": ["switch {device_id} to auto", "put {device_id} in auto mode",
+             "let {device_id} heat and cool automatically"],
+    "off": ["turn {device_id} off", "switch off the heating and cooling on {device_id}", "shut {device_id} down"],
+}
+
+
+def _set_thermostat_asks(a: dict) -> list[str]:
+    """Setpoints are slots, the mode is said in words; each in some templates."""
+    mode = a.get("mode")
+    found = list(_THERMOSTAT_MODE_ASKS.get(mode, []))
+    if "heat_setpoint" in a:
+        found += ["set the heating on {device_id} to {heat_setpoint}°C",
+                  "have {device_id} heat to {heat_setpoint} degrees",
+                  "change the heat setpoint of {device_id} to {heat_setpoint}°C"]
+        if mode in ("heat", "auto"):
+            found.append(f"put {{device_id}} in {mode} mode and heat to {{heat_setpoint}}°C")
+    if "cool_setpoint" in a:
+        found += ["set the cooling on {device_id} to {cool_setpoint}°C",
+                  "have {device_id} cool to {cool_setpoint} degrees",
+                  "change the cool setpoint of {device_id} to {cool_setpoint}°C"]
+        if mode in ("cool", "auto"):
+            found.append(f"put {{device_id}} in {mode} mode and cool to {{cool_setpoint}}°C")
+    if "heat_setpoint" in a and "cool_setpoint" in a:
+        found += ["keep {device_id} between {heat_setpoint} and {cool_setpoint}°C",
+                  "make {device_id} heat to {heat_setpoint}°C and cool to {cool_setpoint}°C"]
+        if mode == "auto":
+            found.append("set {device_id} to auto, heating below {heat_setpoint} and cooling above {cool_setpoint}°C")
+    return found or ["adjust {device_id}", "change the settings on {device_id}", "tweak {device_id}"]
+
+
 @server.tool(
     idempotent=True,
     reads=["device"],
@@ -778,6 +876,9 @@ def set_light(
     examples=[lambda s: {"device_id": _device(s, "Thermostat")["id"], "mode": "heat", "heat_setpoint": 21.5},
               lambda s: {"device_id": _device(s, "Bedroom Thermostat")["id"], "mode": "auto",
                          "heat_setpoint": 19.5, "cool_setpoint": 24.5}],
+    asks=_set_thermostat_asks,
+    values={"heat_setpoint": lambda rng, s: rng.choice((18.0, 18.5, 19.0, 19.5, 20.0, 20.5, 21.0)),
+            "cool_setpoint": lambda rng, s: rng.choice((23.5, 24.0, 24.5, 25.0, 26.0))},
 )
 def set_thermostat(
     state: IotState,
@@ -816,6 +917,8 @@ def set_thermostat(
     mutates=["device"],
     errors=["DEVICE_NOT_FOUND", "UNSUPPORTED_CAPABILITY", "DEVICE_OFFLINE", "LOCK_JAMMED"],
     examples=[lambda s: _flip(s, "Front Door Lock", "locked")],
+    asks=lambda a: (("lock {device_id}", "make sure {device_id} is locked", "bolt {device_id}") if a.get("locked") else
+                    ("unlock {device_id}", "unbolt {device_id}", "let someone in by unlocking {device_id}")),
 )
 def set_lock(
     state: IotState,
@@ -828,6 +931,25 @@ def set_lock(
     return _write_state(state, device, _action_changes(device, "lock" if locked else "unlock", None))
 
 
+def _camera_settings_asks(a: dict) -> list[str]:
+    """The sensitivity is a slot; recording and motion detection are said in words; each in some templates."""
+    recording = {"continuous": "record continuously", "motion_only": "record only when it detects motion",
+                 "off": "stop recording"}.get(a.get("recording_mode"))
+    detection = {True: "turn motion detection on", False: "turn motion detection off"}.get(a.get("motion_detection"))
+    sensitivity = "set the motion sensitivity to {motion_sensitivity}" if "motion_sensitivity" in a else None
+    found = []
+    for clause in (recording, detection, sensitivity):
+        if clause:
+            found += [f"on {{device_id}}, {clause}", f"update {{device_id}}: {clause}",
+                      f"tell {{device_id}} to {clause}"]
+    if recording and sensitivity:
+        found.append(f"set up {{device_id}} to {recording} and {sensitivity}")
+    if recording and detection:
+        found.append(f"on {{device_id}}, {detection} and {recording}")
+    return found or ["change the settings on {device_id}", "adjust {device_id}",
+                     "update the camera settings of {device_id}"]
+
+
 @server.tool(
     idempotent=True,
     reads=["device"],
@@ -836,6 +958,9 @@ def set_lock(
             "NOTHING_TO_CHANGE"],
     examples=[lambda s: {"device_id": _device(s, "Living Room Camera")["id"], "recording_mode": "continuous",
                          "motion_sensitivity": "high"}],
+    asks=_camera_settings_asks,
+    values={"recording_mode": lambda rng, s: rng.choice(("off", "motion_only", "continuous")),
+            "motion_sensitivity": lambda rng, s: rng.choice(("low", "medium", "high"))},
 )
 def update_camera_settings(
     state: IotState,
@@ -871,6 +996,8 @@ def update_camera_settings(
     errors=["DEVICE_NOT_FOUND", "UNSUPPORTED_CAPABILITY"],
     examples=[lambda s: {"device_id": _device(s, "Living Room Sensor")["id"], "limit": 3},
               lambda s: {"device_id": _device(s, "Hallway Motion")["id"]}],
+    asks=("show the readings from {device_id}", "check what {device_id} is reading right now",
+          "show me the last {limit} readings of {device_id}", "get the recent history from {device_id}"),
 )
 def get_sensor_readings(
     state: IotState,
@@ -898,6 +1025,11 @@ def get_sensor_readings(
     errors=["HOME_NOT_FOUND", "DEVICE_NOT_FOUND", "DEVICE_NOT_IN_HOME", "UNSUPPORTED_CAPABILITY", "DEVICE_OFFLINE",
             "SCENE_NAME_TAKEN", "SCENE_LIMIT_REACHED"],
     examples=[_scene_example],
+    asks=("save a scene called {name} with {device_ids}",
+          "create a {name} scene from the current state of {device_ids}",
+          "capture {device_ids} as they are now in a scene named {name}",
+          "make a new scene {name} in {home_id} using {device_ids}"),
+    values={"name": lambda rng, s: rng.choice(SCENE_NAMES)},
 )
 def create_scene(
     state: IotState,
@@ -945,6 +1077,8 @@ def _scene_settings(device: Record) -> Record:
     reads=["home", "scene", "device"],
     errors=["HOME_NOT_FOUND"],
     examples=[lambda s: {"home_id": _home(s)["id"]}],
+    asks=("list the scenes in {home_id}", "show me the scenes set up at {home_id}",
+          "show which scenes I have at {home_id}"),
 )
 def list_scenes(state: IotState, home_id: HomeId) -> dict:
     """A home's scenes, each with the devices it sets (by id and name) and the settings it applies.
@@ -962,6 +1096,7 @@ def list_scenes(state: IotState, home_id: HomeId) -> dict:
     mutates=["device", "scene"],
     errors=["SCENE_NOT_FOUND"],
     examples=[lambda s: {"scene_id": s.scenes.first(home_id=_home(s)["id"], name="Movie Time")["id"]}],
+    asks=("activate {scene_id}", "turn on {scene_id}", "run {scene_id}", "switch the house to {scene_id}"),
 )
 def activate_scene(
     state: IotState,
@@ -999,6 +1134,8 @@ def activate_scene(
     mutates=["scene"],
     errors=["SCENE_NOT_FOUND"],
     examples=[lambda s: {"scene_id": s.scenes.first(home_id=_home(s)["id"])["id"]}],
+    asks=("delete {scene_id}", "remove {scene_id}", "get rid of {scene_id}",
+          "clear out {scene_id}, I don't use it anymore"),
 )
 def delete_scene(
     state: IotState,
@@ -1007,6 +1144,21 @@ def delete_scene(
     """Delete a scene; the devices keep their current state. Returns the deleted scene. Fails with
     SCENE_NOT_FOUND."""
     return {"deleted": True, "scene": state.scenes.delete(scene_id)}
+
+
+def _create_schedule_asks(a: dict) -> list[str]:
+    """A value in every template when the action takes one; the days and a name in some."""
+    to = " to {value}" if "value" in a and a.get("action") in VALUE_ACTIONS else ""
+    found = [f"schedule {{device_id}} to {{action}}{to} at {{time}} every day",
+             f"every day at {{time}}, have {{device_id}} {{action}}{to}",
+             f"set up a daily schedule so {{device_id}} will {{action}}{to} at {{time}}"]
+    if "days" in a:
+        found += [f"schedule {{device_id}} to {{action}}{to} at {{time}} on {{days}}",
+                  f"at {{time}} on {{days}}, have {{device_id}} {{action}}{to}"]
+    if "name" in a:
+        found.append(f'add a schedule named "{{name}}": {{device_id}} should {{action}}{to} at {{time}}' +
+                     (" on {days}" if "days" in a else " every day"))
+    return found
 
 
 @server.tool(
@@ -1018,6 +1170,9 @@ def delete_scene(
     examples=[lambda s: {"device_id": _device(s, "Bedside Strip")["id"], "action": "set_brightness", "value": 25,
                          "time": "21:30", "days": ["mon", "tue", "wed", "thu", "fri"], "name": "Wind down"},
               lambda s: {"device_id": _device(s, "Front Door Lock")["id"], "action": "lock", "time": "23:00"}],
+    asks=_create_schedule_asks,
+    values={"time": lambda rng, s: rng.choice(SCHEDULES)[1], "days": lambda rng, s: list(rng.choice(SCHEDULES)[2]),
+            "value": lambda rng, s: rng.choice(SCHEDULES)[3], "name": lambda rng, s: rng.choice(SCHEDULES)[0]},
 )
 def create_schedule(
     state: IotState,
@@ -1061,6 +1216,8 @@ def create_schedule(
     errors=["HOME_NOT_FOUND", "DEVICE_NOT_FOUND"],
     examples=[lambda s: {"home_id": _home(s)["id"]},
               lambda s: {"home_id": _home(s)["id"], "device_id": _device(s, "Thermostat")["id"]}],
+    asks=("list the schedules at {home_id}", "show me what's scheduled in {home_id}",
+          "show the schedules for {device_id}", "show what runs next on the schedule at {home_id}"),
 )
 def list_schedules(
     state: IotState,
@@ -1085,6 +1242,8 @@ def list_schedules(
     mutates=["schedule", "device"],
     errors=["HOME_NOT_FOUND"],
     examples=[lambda s: {"home_id": _home(s)["id"]}],
+    asks=("run the schedules that are due at {home_id}", "fire off any due schedules in {home_id}",
+          "process whatever is scheduled to run now at {home_id}", "catch up on due schedules for {home_id}"),
 )
 def run_due_schedules(state: IotState, home_id: HomeId) -> dict:
     """Run every enabled schedule of the home whose next_run_at is at or before the hub's current
@@ -1103,6 +1262,22 @@ def run_due_schedules(state: IotState, home_id: HomeId) -> dict:
     return {"home_id": home_id, "hub_time": now, "runs": runs}
 
 
+def _create_automation_asks(a: dict) -> list[str]:
+    """Trigger and action are slots, worded by the kind of trigger; a disabled start is said in words."""
+    trigger = a.get("trigger", "")
+    if trigger.startswith("temperature"):
+        cond = "{trigger_device_id} reads {trigger}" + (" {threshold}°C" if "threshold" in a else "")
+    elif trigger.startswith(("motion", "smoke")):
+        cond = "{trigger_device_id} reports {trigger}"
+    else:
+        cond = "{trigger_device_id} is {trigger}"
+    then = "{action}" + (" to {value}" if "value" in a and a.get("action") in VALUE_ACTIONS else "")
+    found = [f'create an automation called "{{name}}": when {cond}, have {{action_device_id}} {then}',
+             f'set up a rule named "{{name}}" so that if {cond}, {{action_device_id}} will {then}',
+             f'automate this as "{{name}}": whenever {cond}, make {{action_device_id}} {then}']
+    return [t + ", but leave it disabled for now" for t in found] if a.get("enabled") is False else found
+
+
 @server.tool(
     idempotent=True,  # the same name again is refused with AUTOMATION_NAME_TAKEN
     reads=["device", "automation"],
@@ -1117,6 +1292,10 @@ def run_due_schedules(state: IotState, home_id: HomeId) -> dict:
                          "trigger": "temperature_below", "threshold": 18.5,
                          "action_device_id": _device(s, "Bedroom Thermostat")["id"], "action": "set_heat_setpoint",
                          "value": 20}],
+    asks=_create_automation_asks,
+    values={"name": lambda rng, s: rng.choice(AUTOMATION_NAMES),
+            "threshold": lambda rng, s: rng.choice((16.0, 17.5, 18.0, 18.5, 19.0, 25.0, 26.0, 27.0)),
+            "value": lambda rng, s: rng.choice((19, 19.5, 20, 20.5, 21, 22))},
 )
 def create_automation(
     state: IotState,
@@ -1166,11 +1345,22 @@ def create_automation(
                                                        created=state.now()))
 
 
+def _list_automations_asks(a: dict) -> list[str]:
+    found = ["list the automations at {home_id}", "show me the automations set up in {home_id}",
+             "show what automations I have at {home_id}"]
+    if a.get("enabled") is True:
+        found += ["list the enabled automations at {home_id}", "show me which automations are active in {home_id}"]
+    if a.get("enabled") is False:
+        found += ["list the disabled automations at {home_id}", "find the automations I've paused at {home_id}"]
+    return found
+
+
 @server.tool(
     read_only=True,
     reads=["home", "automation", "device"],
     errors=["HOME_NOT_FOUND"],
     examples=[lambda s: {"home_id": _home(s)["id"]}, lambda s: {"home_id": _home(s)["id"], "enabled": False}],
+    asks=_list_automations_asks,
 )
 def list_automations(
     state: IotState,
@@ -1200,6 +1390,9 @@ def list_automations(
                          "enabled": True},
               lambda s: {"automation_id": s.automations.first(home_id=_home(s)["id"], enabled=True)["id"],
                          "enabled": False}],
+    asks=lambda a: (("enable {automation_id}", "turn {automation_id} back on", "switch on {automation_id}")
+                    if a.get("enabled") else
+                    ("disable {automation_id}", "pause {automation_id}", "turn off {automation_id}")),
 )
 def set_automation_enabled(
     state: IotState,
@@ -1224,6 +1417,8 @@ def set_automation_enabled(
     mutates=["automation", "device"],
     errors=["HOME_NOT_FOUND"],
     examples=[lambda s: {"home_id": _home(s)["id"]}],
+    asks=("check the automations at {home_id} against the current readings", "run the automations for {home_id} now",
+          "evaluate the automations in {home_id}", "see if any automations at {home_id} should fire"),
 )
 def evaluate_automations(state: IotState, home_id: HomeId) -> dict:
     """Check the home's enabled automations against the current readings and device states. One
@@ -1261,6 +1456,9 @@ def evaluate_automations(state: IotState, home_id: HomeId) -> dict:
     reads=["device"],
     errors=["DEVICE_NOT_FOUND"],
     examples=[lambda s: {"device_id": _device(s, "Living Room Lamp")["id"]}],
+    asks=("check the firmware on {device_id}", "see if there's a firmware update for {device_id}",
+          "find out which firmware version {device_id} is running",
+          "show me the release notes for the latest firmware of {device_id}"),
 )
 def get_firmware_info(state: IotState, device_id: DeviceId) -> dict:
     """A device's firmware: installed and latest version, whether an update is available, the latest
@@ -1291,6 +1489,8 @@ def _firmware_blocker(device: Record) -> str | None:
     mutates=["device"],
     errors=["DEVICE_NOT_FOUND", "DEVICE_OFFLINE", "BATTERY_TOO_LOW", "FIRMWARE_UP_TO_DATE"],
     examples=[_firmware_example],
+    asks=("update the firmware on {device_id}", "install the latest firmware on {device_id}",
+          "upgrade {device_id} to the newest firmware", "apply the pending firmware update to {device_id}"),
 )
 def update_firmware(state: IotState, device_id: DeviceId) -> dict:
     """Install the latest firmware on a device (it restarts and keeps its settings; no downgrade).

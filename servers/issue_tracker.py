@@ -78,6 +78,26 @@ STORY_TEMPLATES = ("As a user I can filter the {s}", "Redesign the {s}", "Suppor
 COMMENTS = ("I can reproduce this on staging.", "Fixed in the latest build, please verify.",
             "Blocked until the API change ships.", "Design attached in Figma.", "Let's pair on this tomorrow.",
             "Moved to next sprint, it's bigger than expected.", "LGTM once the tests pass.")
+# Free values users choose when they file, edit or plan work (for synthesis).
+NEW_ISSUE_TITLES = ("Checkout button misaligned on mobile", "Add CSV export to reports",
+                    "Password reset email never arrives", "Dashboard charts flicker on resize",
+                    "Support SSO login for enterprise accounts", "Search ignores accented characters",
+                    "Rate limiter blocks internal health checks", "Add audit log entries for role changes",
+                    "Dark mode contrast too low on buttons", "Image uploads over 10 MB time out",
+                    "Migrate the export job to the new queue", "Profile editor loses unsaved changes",
+                    "Add keyboard shortcuts to the settings screen", "Onboarding tour skips the last step")
+ISSUE_DESCRIPTIONS = ("Happens every time on staging; steps in the thread.", "Customers reported this twice this week.",
+                      "Needs a design review before we build it.", "Repro: open the page on a slow connection.",
+                      "Blocked on the API change; see the linked issue.", "Low effort, good first issue.",
+                      "Started after the last release; probably a regression.")
+SPRINT_NAMES = ("Hardening week", "Launch prep", "Bug bash", "Spring polish", "Beta push", "Q2 kickoff",
+                "Performance pass", "Cleanup sprint", "Release candidate", "Onboarding revamp")
+SPRINT_GOALS = ("Burn down the top bugs", "Ship the beta to first customers", "Get p95 latency under 300 ms",
+                "Close every customer-reported issue", "Finish the redesign of the settings screen",
+                "Pay down tech debt in the export job", "Get the release candidate through QA")
+NEW_COMMENTS = (*COMMENTS, "Reviewed: two small nits inline.", "Can we get a screenshot of the error?",
+                "Still happening on the latest build.", "I'll take this one after standup.",
+                "Bumping this, customers keep asking.")
 # Seeded issues per project, in order: status, type. Every project gets every status.
 ISSUE_PLAN = (
     ("open", "bug"), ("open", "task"), ("open", "story"), ("open", "bug"), ("open", "task"),
@@ -369,7 +389,14 @@ server = Server(
 )
 
 
-@server.tool(read_only=True, reads=["project", "issue", "sprint"], examples=[{}, {"include_archived": True}])
+@server.tool(
+    read_only=True,
+    reads=["project", "issue", "sprint"],
+    examples=[{}, {"include_archived": True}],
+    asks=lambda a: ("list all projects, archived ones included", "show me every project, even the archived ones",
+                    "which projects exist, counting the archived ones too") if a.get("include_archived") else (
+        "list my projects", "show me the projects I'm on", "what projects do we have going right now"),
+)
 def list_projects(
     state: TrackerState,
     include_archived: Annotated[bool, Field(description="Also list archived (read-only) projects.")] = False,
@@ -392,6 +419,8 @@ def list_projects(
     reads=["project", "user", "issue", "sprint"],
     errors=["PROJECT_NOT_FOUND"],
     examples=[lambda s: {"project_id": _project(s)["id"]}],
+    asks=("show me {project_id}", "who is on {project_id} and which labels can we use there",
+          "give me an overview of {project_id}", "pull up the details of {project_id}"),
 )
 def get_project(state: TrackerState, project_id: ProjectId) -> dict:
     """One project: its members (id, name, role; who is lead and who is you), the labels issues can
@@ -413,6 +442,17 @@ def get_project(state: TrackerState, project_id: ProjectId) -> dict:
     examples=[lambda s: {"project_id": _project(s)["id"], "status": "open"},
               lambda s: {"query": _issue(s, "open")["title"].split()[-1], "sort": "newest", "limit": 5},
               lambda s: {"project_id": _project(s)["id"], "in_backlog": True, "issue_type": "bug"}],
+    asks=lambda a: (
+        ("show me what's sitting in the backlog of {project_id}",
+         "list the {issue_type} tickets in the backlog of {project_id}",
+         "which issues in {project_id} aren't planned into any sprint yet") if a.get("in_backlog") else
+        ("list the unassigned issues in {project_id}", "which {status} issues have nobody on them",
+         "find issues in {project_id} that no one has picked up") if a.get("unassigned") else
+        ("find issues matching {query}", "show me the {status} issues in {project_id}",
+         "search the tracker for {query}, sorted by {sort}, {limit} at a time",
+         "list the {priority} priority issues in {project_id}", "what's assigned to {assignee_id} right now",
+         "which issues are tagged {label} in {project_id}")),
+    values={"query": lambda rng, s: rng.choice(SUBJECTS)},
 )
 def search_issues(
     state: TrackerState,
@@ -469,6 +509,8 @@ def search_issues(
     reads=["issue", "comment", "link", "user"],
     errors=["ISSUE_NOT_FOUND"],
     examples=[lambda s: {"issue_id": _issue(s, "in_review")["id"]}],
+    asks=("show me {issue_id}", "what's the status of {issue_id}", "pull up everything on {issue_id}",
+          "tell me who's working on {issue_id} and what's blocking it"),
 )
 def get_issue(state: TrackerState, issue_id: IssueId) -> dict:
     """One issue in full: fields, assignee and reporter, watchers, the statuses it can move to next,
@@ -501,6 +543,18 @@ def get_issue(state: TrackerState, issue_id: IssueId) -> dict:
                          "issue_type": "bug", "priority": "high", "labels": _project(s)["labels"][:1]},
               lambda s: {"project_id": _project(s)["id"], "title": "Add CSV export to reports", "issue_type": "story",
                          "assignee_id": s.get_var("me"), "story_points": 5, "due_date": "2026-03-20"}],
+    asks=("file a {issue_type} in {project_id} called \"{title}\"",
+          "create a {priority} priority {issue_type} titled \"{title}\" in {project_id}",
+          "log a new {issue_type}: \"{title}\", tagged {labels}",
+          "open a {issue_type} \"{title}\" worth {story_points} points and due {due_date}",
+          "add a {issue_type} named \"{title}\" to {project_id} and give it to {assignee_id}",
+          "write up a {issue_type} \"{title}\" with the description \"{description}\""),
+    values={"title": lambda rng, s: rng.choice(NEW_ISSUE_TITLES),
+            "issue_type": lambda rng, s: rng.choice(("bug", "task", "story")),
+            "priority": lambda rng, s: rng.choice(("low", "medium", "high", "critical")),
+            "description": lambda rng, s: rng.choice(ISSUE_DESCRIPTIONS),
+            "story_points": lambda rng, s: rng.choice((1, 2, 3, 5, 8, 13)),
+            "due_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(3, 45))).isoformat()},
 )
 def create_issue(
     state: TrackerState,
@@ -544,6 +598,16 @@ def create_issue(
     examples=[lambda s: {"issue_id": _issue(s, "open")["id"], "priority": "critical", "story_points": 8},
               lambda s: {"issue_id": _issue(s, "in_progress")["id"], "title": "Rework the export job",
                          "due_date": "2026-03-13"}],
+    asks=("bump {issue_id} to {priority} priority and {story_points} points", "rename {issue_id} to \"{title}\"",
+          "push the due date of {issue_id} to {due_date}", "make {issue_id} a {issue_type} instead",
+          "set {issue_id} to {priority} priority",
+          "replace the description of {issue_id} with \"{description}\""),
+    values={"title": lambda rng, s: rng.choice(NEW_ISSUE_TITLES),
+            "description": lambda rng, s: rng.choice(ISSUE_DESCRIPTIONS),
+            "priority": lambda rng, s: rng.choice(("low", "medium", "high", "critical")),
+            "issue_type": lambda rng, s: rng.choice(("bug", "task", "story")),
+            "story_points": lambda rng, s: rng.choice((1, 2, 3, 5, 8, 13)),
+            "due_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(3, 45))).isoformat()},
 )
 def update_issue(
     state: TrackerState,
@@ -573,6 +637,15 @@ def update_issue(
     errors=["ISSUE_NOT_FOUND", "PROJECT_ARCHIVED", "INVALID_TRANSITION", "BLOCKED_BY_OPEN_ISSUE"],
     examples=[lambda s: {"issue_id": _issue(s, "open")["id"], "to_status": "in_progress"}, _unblocked_review,
               lambda s: {"issue_id": _issue(s, "done")["id"], "to_status": "open"}],
+    asks=lambda a: {
+        "done": ("mark {issue_id} as {to_status}", "close out {issue_id} by moving it to {to_status}",
+                 "move {issue_id} to {to_status} with the resolution {resolution}",
+                 "set {issue_id} to {to_status}, resolved as {resolution}"),
+        "open": ("move {issue_id} back to {to_status}", "send {issue_id} back to {to_status}",
+                 "set {issue_id} to {to_status} again"),
+    }.get(a.get("to_status"), ("move {issue_id} to {to_status}", "set the status of {issue_id} to {to_status}",
+                               "put {issue_id} in {to_status}", "switch {issue_id} over to {to_status}")),
+    values={"resolution": lambda rng, s: rng.choice(("fixed", "fixed", "wont_fix", "duplicate"))},
 )
 def transition_issue(
     state: TrackerState,
@@ -602,6 +675,9 @@ def transition_issue(
     mutates=["issue"],
     errors=["ISSUE_NOT_FOUND", "USER_NOT_FOUND", "PROJECT_ARCHIVED", "NOT_A_PROJECT_MEMBER"],
     examples=[_assign_example, lambda s: {"issue_id": _issue(s, "in_progress")["id"]}],
+    asks=lambda a: ("assign {issue_id} to {assignee_id}", "give {issue_id} to {assignee_id}",
+                    "hand {issue_id} over to {assignee_id}", "put {assignee_id} on {issue_id}") if a.get(
+        "assignee_id") else ("unassign {issue_id}", "take everyone off {issue_id}", "clear the assignee of {issue_id}"),
 )
 def assign_issue(
     state: TrackerState,
@@ -626,6 +702,9 @@ def assign_issue(
     errors=["ISSUE_NOT_FOUND", "PROJECT_ARCHIVED", "UNKNOWN_LABEL", "NOTHING_TO_UPDATE"],
     examples=[lambda s: (lambda i: {"issue_id": i["id"], "add": [next(
         lb for lb in s.projects.get(i["project_id"])["labels"] if lb not in i["labels"])]})(_issue(s, "open"))],
+    asks=("add the {add} label to {issue_id}", "tag {issue_id} with {add}", "take the {remove} label off {issue_id}",
+          "label {issue_id} {add} and drop {remove}"),
+    values={"remove": lambda rng, s: [rng.choice(LABELS)]},
 )
 def update_labels(
     state: TrackerState,
@@ -649,6 +728,9 @@ def update_labels(
     produces=["comment"],
     errors=["ISSUE_NOT_FOUND", "PROJECT_ARCHIVED"],
     examples=[lambda s: {"issue_id": _issue(s, "in_review")["id"], "body": "Reviewed: two small nits inline."}],
+    asks=("comment on {issue_id}: \"{body}\"", "leave a note on {issue_id} saying \"{body}\"",
+          "add a comment to {issue_id} that says \"{body}\"", "reply on {issue_id} with \"{body}\""),
+    values={"body": lambda rng, s: rng.choice(NEW_COMMENTS)},
 )
 def add_comment(
     state: TrackerState,
@@ -668,6 +750,8 @@ def add_comment(
     reads=["issue", "comment", "user"],
     errors=["ISSUE_NOT_FOUND"],
     examples=[lambda s: {"issue_id": s.comments.first()["issue_id"]}],
+    asks=("show the comments on {issue_id}", "what have people said on {issue_id}",
+          "read me the discussion on {issue_id}", "list the first {limit} comments on {issue_id}"),
 )
 def list_comments(state: TrackerState, issue_id: IssueId, limit: Limit = 20, offset: Offset = 0) -> dict:
     """An issue's comments, oldest first, with author names. Returns a page, the total and
@@ -687,6 +771,10 @@ def list_comments(state: TrackerState, issue_id: IssueId, limit: Limit = 20, off
                          "other_issue_id": _issue(s, "done")["id"]},
               lambda s: {"issue_id": _issue(s, "in_progress")["id"], "link_type": "blocks",
                          "other_issue_id": _issue(s, "open")["id"]}],
+    asks=("record that {issue_id} {link_type} {other_issue_id}",
+          "link {issue_id} with {other_issue_id}: the first {link_type} the second",
+          "note in the tracker that {issue_id} {link_type} {other_issue_id}",
+          "add a \"{link_type}\" link from {issue_id} to {other_issue_id}"),
 )
 def link_issues(
     state: TrackerState,
@@ -738,6 +826,7 @@ def _blocking_path(state: TrackerState, start: str, goal: str) -> list[str]:
     mutates=["link"],
     errors=["LINK_NOT_FOUND", "PROJECT_ARCHIVED"],
     examples=[lambda s: {"link_id": s.links.first(type="blocks")["id"]}],
+    asks=("remove {link_id}", "delete {link_id} between those two issues", "unlink the issues joined by {link_id}"),
 )
 def unlink_issues(
     state: TrackerState,
@@ -756,6 +845,10 @@ def unlink_issues(
     mutates=["issue"],
     errors=["ISSUE_NOT_FOUND", "USER_NOT_FOUND", "NOT_A_PROJECT_MEMBER", "PROJECT_ARCHIVED"],
     examples=[_watch_example],
+    asks=lambda a: ("add {user_id} as a watcher on {issue_id}", "have {user_id} watch {issue_id}",
+                    "subscribe {user_id} to updates on {issue_id}") if a.get("watching", True) else (
+        "stop {user_id} from watching {issue_id}", "remove {user_id} from the watchers of {issue_id}",
+        "unsubscribe {user_id} from {issue_id}"),
 )
 def set_watcher(
     state: TrackerState,
@@ -784,6 +877,8 @@ def set_watcher(
     errors=["PROJECT_NOT_FOUND"],
     examples=[lambda s: {"project_id": _project(s)["id"]}, lambda s: {"project_id": _project(s)["id"],
                                                                       "status": "planned"}],
+    asks=("list the sprints of {project_id}", "what sprints does {project_id} have",
+          "show the {status} sprints in {project_id}", "which sprints are {status} for {project_id}"),
 )
 def list_sprints(
     state: TrackerState,
@@ -805,6 +900,13 @@ def list_sprints(
     errors=["PROJECT_NOT_FOUND", "PROJECT_ARCHIVED", "INVALID_SPRINT_DATES", "SPRINT_NAME_TAKEN", "BAD_DATE"],
     examples=[lambda s: {"project_id": _project(s)["id"], "name": "Hardening week", "start_date": "2026-03-30",
                          "end_date": "2026-04-10", "goal": "Burn down the top bugs"}],
+    asks=("plan a sprint called \"{name}\" in {project_id} from {start_date} to {end_date}",
+          "set up a new sprint \"{name}\" running {start_date} through {end_date}",
+          "create the sprint \"{name}\" for {project_id}, {start_date} to {end_date}, with the goal \"{goal}\"",
+          "schedule \"{name}\" as a sprint starting {start_date} and ending {end_date}"),
+    values={"name": lambda rng, s: rng.choice(SPRINT_NAMES), "goal": lambda rng, s: rng.choice(SPRINT_GOALS),
+            "start_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(1, 10))).isoformat(),
+            "end_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(12, 25))).isoformat()},
 )
 def create_sprint(
     state: TrackerState,
@@ -839,6 +941,7 @@ def create_sprint(
     mutates=["sprint"],
     errors=["SPRINT_NOT_FOUND", "PROJECT_ARCHIVED", "SPRINT_ALREADY_ACTIVE", "SPRINT_COMPLETED", "SPRINT_EMPTY"],
     examples=[_start_sprint_example],
+    asks=("start {sprint_id}", "kick off {sprint_id}", "get {sprint_id} going", "begin {sprint_id} now"),
 )
 def start_sprint(state: TrackerState, sprint_id: SprintId) -> dict:
     """Start a planned sprint. A project runs one sprint at a time: complete the active one first.
@@ -866,6 +969,9 @@ def start_sprint(state: TrackerState, sprint_id: SprintId) -> dict:
     errors=["SPRINT_NOT_FOUND", "PROJECT_ARCHIVED", "SPRINT_NOT_ACTIVE", "SPRINT_COMPLETED",
             "SPRINT_IN_OTHER_PROJECT", "INVALID_TARGET_SPRINT"],
     examples=[lambda s: {"sprint_id": _writable_sprint(s, "active")["id"]}, _carry_over_example],
+    asks=("complete {sprint_id}", "close out {sprint_id} and send anything unfinished to the backlog",
+          "wrap up {sprint_id}, moving whatever isn't done into {move_open_issues_to}",
+          "end {sprint_id} and carry the leftovers over to {move_open_issues_to}"),
 )
 def complete_sprint(
     state: TrackerState,
@@ -904,6 +1010,8 @@ def complete_sprint(
     mutates=["issue"],
     errors=["ISSUE_NOT_FOUND", "SPRINT_NOT_FOUND", "PROJECT_ARCHIVED", "SPRINT_COMPLETED", "SPRINT_IN_OTHER_PROJECT"],
     examples=[_sprint_add_example],
+    asks=("add {issue_id} to {sprint_id}", "pull {issue_id} into {sprint_id}", "schedule {issue_id} for {sprint_id}",
+          "move {issue_id} into {sprint_id}"),
 )
 def add_issue_to_sprint(state: TrackerState, issue_id: IssueId, sprint_id: SprintId) -> dict:
     """Put an issue into a planned or the active sprint of its project (moving it out of the
@@ -922,6 +1030,8 @@ def add_issue_to_sprint(state: TrackerState, issue_id: IssueId, sprint_id: Sprin
     reads=["sprint", "issue"],
     errors=["SPRINT_NOT_FOUND"],
     examples=[lambda s: {"sprint_id": s.sprints.first(project_id=_project(s)["id"])["id"]}],
+    asks=("show me the board for {sprint_id}", "how is {sprint_id} going", "how many days are left in {sprint_id}",
+          "pull up {sprint_id} and what's done so far"),
 )
 def get_sprint(state: TrackerState, sprint_id: SprintId) -> dict:
     """A sprint's board: its dates, goal and status, its issues grouped by status, committed and done

@@ -130,6 +130,13 @@ NAME_PATTERNS: dict[str, tuple[str, ...]] = {
     "bookstore": ("{w} Bokhandel",),
 }
 MUSEUM_THEMES = ("Maritime", "Photography", "Design", "Toy", "Music", "Nordic Craft", "Science", "Tram")
+# What users search for and note on the map (free values for synthesis).
+PLACE_QUERIES = ("cafe Södermalm", "pharmacy", "museum", "bar Gamla stan", "Götgatan", "hotel", "park",
+                 "gym Kungsholmen", "bookstore", "restaurant Östermalm", "supermarket Vasastan", "bistro", "konditori",
+                 "Drottninggatan", "vinbar", "espresso")
+PLACE_NOTES = ("Try the cinnamon buns", "Good for a rainy day", "Book a table for Friday", "Recommended by Lena",
+               "Open late on weekends", "Bring the kids", "Great view from the terrace", "Cash only?",
+               "Check the summer hours", "Meet Omar here")
 CHAINS = {"supermarket": ("Matboden", "Närköp", "Stadslivs"), "gas_station": ("Tankstopp", "Nordbränsle")}
 # The order categories are handed out in, so every category exists at any seed size.
 PLACE_MIX = ("restaurant", "cafe", "restaurant", "bar", "museum", "cafe", "park", "hotel", "supermarket",
@@ -620,6 +627,12 @@ server = Server(
     errors=["INVALID_COORDINATES", "OUTSIDE_SERVICE_AREA", "PLACE_NOT_FOUND"],
     examples=[{"query": "museum"},
               lambda s: {"query": "cafe", "near": _coords(s, "Royal Palace"), "radius_m": 3000, "open_now": True}],
+    asks=lambda a: ("find {query} places that are open right now near {near}",
+                    "what {query} spots are open at the moment within {radius_m} m of {near}",
+                    "search for {query} that's open now") if a.get("open_now") else (
+        "search the map for {query}", "look up {query} places", "find {query} within {radius_m} m of {near}",
+        "show me {query} spots rated {min_rating} or better", "search for {category} places matching {query}"),
+    values={"query": lambda rng, s: rng.choice(PLACE_QUERIES)},
 )
 def search_places(
     state: MapState,
@@ -668,6 +681,8 @@ def search_places(
     reads=["place", "saved_place"],
     errors=["PLACE_NOT_FOUND"],
     examples=[lambda s: {"place_id": _example_place(s, category="restaurant")}],
+    asks=("tell me about {place_id}", "show me the details for {place_id}",
+          "what's the address and phone number of {place_id}", "pull up {place_id} on the map"),
 )
 def get_place(state: MapState, place_id: PlaceId) -> dict:
     """Everything about one place: name, category, full address, coordinates, phone, price level
@@ -685,6 +700,10 @@ def get_place(state: MapState, place_id: PlaceId) -> dict:
     errors=["ADDRESS_NOT_FOUND"],
     examples=[lambda s: {"address": s.places.first(category="museum")["formatted_address"]},
               {"address": "Ostermalm"}, {"address": "Royal Palace"}],
+    asks=("find the coordinates of {address}", "where exactly is {address}", "look up {address} on the map",
+          "give me the lat and long for {address}"),
+    values={"address": lambda rng, s: rng.choice((*(name for name, *_ in LANDMARKS), *NEIGHBORHOODS,
+                                                  rng.choice(s.places.all())["formatted_address"]))},
 )
 def geocode(
     state: MapState,
@@ -736,6 +755,11 @@ def _point(place: Record) -> Record:
     reads=["place", "neighborhood"],
     errors=["INVALID_COORDINATES", "OUTSIDE_SERVICE_AREA", "ADDRESS_NOT_FOUND"],
     examples=[lambda s: {"coordinates": _coords(s, "Royal Palace")}, {"coordinates": "59.3160,18.0730"}],
+    asks=("what's the address at {coordinates}", "which street is at {coordinates}",
+          "tell me what's at the coordinates {coordinates}", "what neighborhood is {coordinates} in"),
+    values={"coordinates": lambda rng, s: (lambda c: f"{c[0] + rng.uniform(-0.004, 0.004):.4f},"
+                                                     f"{c[1] + rng.uniform(-0.004, 0.004):.4f}")(
+        rng.choice(list(NEIGHBORHOODS.values())))},
 )
 def reverse_geocode(state: MapState, coordinates: Coordinates) -> dict:
     """The address at a point: the nearest street address within 250 m (with its place), else the
@@ -774,6 +798,12 @@ Avoid = Annotated[list[Literal["tolls", "highways", "ferries"]], Field(
                    "destination": _example_place(s, name="Royal Palace"), "mode": "driving", "avoid": ["highways"],
                    "departure_time": "2026-03-03T08:00"},
     ],
+    asks=("get directions from {origin} to {destination}", "give me {mode} directions from {origin} to {destination}",
+          "plan a route from {origin} to {destination} avoiding {avoid}",
+          "route me from {origin} to {destination}, leaving at {departure_time}",
+          "how long does it take to get from {origin} to {destination}"),
+    values={"departure_time": lambda rng, s: (_local(s.now()).date() + dt.timedelta(days=rng.randint(1, 6))).isoformat()
+            + rng.choice(("T07:45", "T08:00", "T09:30", "T12:15", "T17:30", "T19:00"))},
 )
 def get_route(
     state: MapState,
@@ -799,6 +829,11 @@ def get_route(
     errors=RouteErrors,
     examples=[lambda s: {"origin": _example_place(s, name="Vasa Museum"),
                          "destination": _example_place(s, name="Fjäderholmarna Ferry Pier")}],
+    asks=("compare ways to get from {origin} to {destination}", "what's the fastest way from {origin} to {destination}",
+          "should I drive, walk, bike or take transit from {origin} to {destination}",
+          "compare every travel option from {origin} to {destination} leaving at {departure_time}"),
+    values={"departure_time": lambda rng, s: (_local(s.now()).date() + dt.timedelta(days=rng.randint(1, 6))).isoformat()
+            + rng.choice(("T07:45", "T08:00", "T09:30", "T12:15", "T17:30", "T19:00"))},
 )
 def compare_travel_modes(
     state: MapState,
@@ -834,6 +869,10 @@ def compare_travel_modes(
     examples=[lambda s: {"origins": [_example_place(s, name="Stockholm Central Station"), _coords(s, "Royal Palace")],
                          "destinations": [_example_place(s, name="Vasa Museum"),
                                           _example_place(s, name="Sandhamn Harbour")], "mode": "cycling"}],
+    asks=("how far is each of {origins} from each of {destinations}",
+          "give me {mode} distances and times from {origins} to {destinations}",
+          "compare travel times from {origins} to {destinations}",
+          "work out a distance table between {origins} and {destinations}"),
 )
 def get_distance_matrix(
     state: MapState,
@@ -877,6 +916,9 @@ def get_distance_matrix(
     errors=["PLACE_NOT_FOUND", "BAD_DATE"],
     examples=[lambda s: {"place_id": _example_place(s, name="Royal Palace")},
               lambda s: {"place_id": _example_place(s, category="bar"), "date": "2026-03-07"}],
+    asks=("what are the opening hours of {place_id}", "when is {place_id} open on {date}",
+          "show me the weekly hours for {place_id}", "check the hours of {place_id} for {date}"),
+    values={"date": lambda rng, s: (_local(s.now()).date() + dt.timedelta(days=rng.randint(1, 10))).isoformat()},
 )
 def get_opening_hours(
     state: MapState,
@@ -902,6 +944,8 @@ def get_opening_hours(
     errors=["PLACE_NOT_FOUND"],
     examples=[lambda s: {"place_id": _example_place(s, name="Vasa Museum")},
               lambda s: {"place_id": _example_place(s, category="cafe")}],
+    asks=("is {place_id} open right now", "can I still go to {place_id} now or is it closed",
+          "check whether {place_id} is open at the moment"),
 )
 def is_open_now(state: MapState, place_id: PlaceId) -> dict:
     """Whether a place is open at the current local time, with the local time, when it closes
@@ -920,6 +964,11 @@ def is_open_now(state: MapState, place_id: PlaceId) -> dict:
     examples=[lambda s: {"location": _example_place(s, name="Stockholm Central Station"), "radius_m": 800},
               lambda s: {"location": _coords(s, "Royal Palace"), "radius_m": 1500, "category": "cafe",
                          "open_now": True}],
+    asks=lambda a: ("find {category} places near {location} that are open now",
+                    "what's open right now within {radius_m} m of {location}",
+                    "show me what's open near {location} at the moment") if a.get("open_now") else (
+        "what's near {location}", "show me places within {radius_m} m of {location}",
+        "find {category} spots around {location}", "list what's close to {location}, within {radius_m} metres"),
 )
 def nearby_search(
     state: MapState,
@@ -950,6 +999,10 @@ def nearby_search(
     examples=[lambda s: {"origin": _example_place(s, name="Stockholm Arlanda Airport"),
                          "destination": _example_place(s, name="Royal Palace"), "category": "gas_station",
                          "max_detour_m": 3000}],
+    asks=("find {category} stops on the way from {origin} to {destination}",
+          "are there any {category} places along the route from {origin} to {destination}",
+          "look for {category} spots between {origin} and {destination}, at most {max_detour_m} m off the route",
+          "search for {category} places on my {mode} route from {origin} to {destination}"),
 )
 def search_along_route(
     state: MapState,
@@ -992,6 +1045,9 @@ def search_along_route(
     errors=["PLACE_NOT_FOUND"],
     examples=[lambda s: {"place_id": s.reviews.first()["place_id"]},
               lambda s: {"place_id": s.reviews.first()["place_id"], "sort": "lowest", "min_rating": 2, "limit": 5}],
+    asks=("show the reviews of {place_id}", "what are people saying about {place_id}",
+          "list the {sort} reviews for {place_id}", "show me reviews of {place_id} with at least {min_rating} stars",
+          "read me {limit} reviews of {place_id}"),
 )
 def list_place_reviews(
     state: MapState,
@@ -1018,6 +1074,8 @@ def list_place_reviews(
     read_only=True,
     reads=["neighborhood", "place"],
     examples=[{}],
+    asks=("which neighborhoods does the map cover", "list the neighborhoods",
+          "show me all the areas of the city you know"),
 )
 def list_neighborhoods(state: MapState) -> dict:
     """The neighborhoods the map covers: centre coordinates, city, landmass, how to get there
@@ -1040,6 +1098,10 @@ def list_neighborhoods(state: MapState) -> dict:
     errors=["PLACE_NOT_FOUND", "PLACE_ALREADY_SAVED", "SAVED_LIST_FULL"],
     examples=[lambda s: {"place_id": s.places.first(lambda p: not s.saved_places.where(place_id=p["id"]))["id"],
                          "list_name": "want_to_go", "note": "Try the cinnamon buns"}],
+    asks=("save {place_id} to my {list_name} list", "add {place_id} to {list_name} with the note \"{note}\"",
+          "bookmark {place_id}", "put {place_id} on my {list_name} list"),
+    values={"list_name": lambda rng, s: rng.choice(("favorites", "want_to_go", "starred")),
+            "note": lambda rng, s: rng.choice(PLACE_NOTES)},
 )
 def save_place(
     state: MapState,
@@ -1067,6 +1129,8 @@ def save_place(
     read_only=True,
     reads=["saved_place", "place"],
     examples=[{}, {"list_name": "favorites"}],
+    asks=("show my saved places", "what's on my {list_name} list", "list everything I've saved on the map",
+          "show me my {list_name} places"),
 )
 def list_saved_places(
     state: MapState,
@@ -1087,6 +1151,8 @@ def list_saved_places(
     mutates=["saved_place"],
     errors=["SAVED_PLACE_NOT_FOUND"],
     examples=[lambda s: {"saved_place_id": s.saved_places.first()["id"]}],
+    asks=("remove {saved_place_id}", "take {saved_place_id} off my list",
+          "delete {saved_place_id} from my saved places"),
 )
 def remove_saved_place(
     state: MapState,

@@ -93,6 +93,22 @@ RATING_COMMENTS = {
     2: ("Item had issues that were not mentioned.",),
     1: ("Not as described and the seller stopped replying.",),
 }
+# What users type when they list, search, bid and rate (free values for synthesis).
+NEW_LISTING_TITLES = ("Walnut Record Cabinet", "Vintage Film Camera", "Mid-Century Armchair", "Road Bike, 56 cm",
+                      "Acoustic Guitar with Case", "Espresso Machine, Barely Used", "Oak Dining Table for Six",
+                      "Leather Boots, Size 42", "Signed First Edition Novel", "Wooden Train Set", "Standing Desk",
+                      "Noise-Cancelling Headphones", "Snowboard and Bindings", "Cast Iron Pan Set")
+LISTING_DESCRIPTIONS = ("Holds about 300 LPs. Small scratch on the left side.", "Works perfectly, comes with the box.",
+                        "Pickup only, downtown. Cash or wallet.", "Moving out, must go this week.",
+                        "Light wear on the corners, otherwise mint.", "Used one season, recently serviced.",
+                        "Smoke-free home. Can deliver nearby for a small fee.", "All pieces included, no damage.")
+OFFER_MESSAGES = ("Could you do this price? I can pick it up this week.", "Cash ready, can collect tomorrow.",
+                  "Would you take this? It's a bit over my budget.", "Happy to pick it up tonight.",
+                  "Is this still available? This is my best offer.", "Can meet halfway across town.")
+COUNTER_MESSAGES = ("Meet me halfway?", "That's the lowest I can go.", "Price includes the case.",
+                    "Lots of interest, so this is firm.", "I can do this if you pick it up today.")
+SELLER_COMMENTS = (*(c for comments in RATING_COMMENTS.values() for c in comments),
+                   "Exactly as described, friendly handover.", "Great communication, would buy again.")
 # Wallet balance per user, cycled: a few well-funded buyers and one who can afford almost nothing.
 WALLETS = (1_250.0, 640.0, 2_400.0, 18.5, 320.0, 905.0)
 SCENARIOS = 6  # listings #0-#5 carry the fixed deal scenarios (see _seed_deal_scenarios)
@@ -425,6 +441,12 @@ Message = Annotated[str | None, Field(max_length=500, description="Optional note
         {"category": "furniture", "max_price": 400, "sort": "price_asc", "limit": 5},
         lambda s: {"seller_id": s.listings.first()["seller_id"], "status": "sold"},
     ],
+    asks=("search the marketplace for {query}", "find {category} listings under ${max_price}",
+          "show me {condition} {category} items between ${min_price} and ${max_price}",
+          "look for {query} listings, sorted by {sort}, {limit} at a time",
+          "list the {status} listings from {seller_id}"),
+    values={"query": lambda rng, s: rng.choice([w for li in s.listings.all() for w in li["title"].lower().split()
+                                               if w.isalpha() and len(w) > 3])},
 )
 def search_listings(
     state: MarketState,
@@ -467,6 +489,8 @@ def search_listings(
     reads=["listing", "user", "offer"],
     errors=["LISTING_NOT_FOUND"],
     examples=[lambda s: {"listing_id": s.listings.first()["id"]}],
+    asks=("show me {listing_id}", "tell me more about {listing_id}",
+          "what condition is {listing_id} in and who's selling it", "pull up the details of {listing_id}"),
 )
 def get_listing(state: MarketState, listing_id: ListingId) -> dict:
     """One listing in full: title, description, category, condition, price, whether the seller takes
@@ -484,6 +508,22 @@ def get_listing(state: MarketState, listing_id: ListingId) -> dict:
     examples=[lambda s: {"user_id": s.users.first()["id"], "title": "Walnut Record Cabinet", "category": "furniture",
                          "condition": "good", "price": 240.0, "minimum_offer": 180.0,
                          "description": "Holds about 300 LPs. Small scratch on the left side."}],
+    asks=lambda a: (
+        "list \"{title}\" at a firm ${price}, no offers, under {category}, {condition}: \"{description}\"",
+        "sell my {condition} \"{title}\" in {category} for ${price} flat, buy now only, with \"{description}\"",
+        "post \"{title}\" ({category}, {condition}) for exactly ${price} without taking offers; "
+        "description \"{description}\"") if a.get("accepts_offers") is False else (
+        "list my \"{title}\" for ${price} under {category}, condition {condition}, described as \"{description}\"",
+        "put up a {condition} {category} item called \"{title}\" at ${price} with the description \"{description}\"",
+        "sell \"{title}\" ({category}, {condition}) for ${price}; description: \"{description}\"",
+        "create a listing \"{title}\" in {category}, {condition} condition, ${price}, declining offers under "
+        "${minimum_offer}, saying \"{description}\""),
+    values={"title": lambda rng, s: rng.choice(NEW_LISTING_TITLES),
+            "description": lambda rng, s: rng.choice(LISTING_DESCRIPTIONS),
+            "category": lambda rng, s: rng.choice(list(ITEMS)),
+            "condition": lambda rng, s: rng.choice(list(CONDITION_NOTES)),
+            "price": lambda rng, s: float(rng.choice((120, 150, 180, 240, 300, 350, 450, 600))),
+            "minimum_offer": lambda rng, s: float(rng.choice((40, 50, 60, 75, 90, 100)))},
 )
 def create_listing(
     state: MarketState,
@@ -522,6 +562,8 @@ def create_listing(
     mutates=["listing"],
     errors=["USER_NOT_FOUND", "LISTING_NOT_FOUND", "NOT_LISTING_OWNER", "LISTING_NOT_ACTIVE"],
     examples=[lambda s: {**_as_seller(_own_active_listing(s)), "price": money(_own_active_listing(s)["price"] * 0.9)}],
+    asks=("drop the price of {listing_id} to ${price}", "change the price of {listing_id} to ${price}",
+          "reprice {listing_id} at ${price}", "make {listing_id} cost ${price} now"),
 )
 def update_listing_price(state: MarketState, user_id: UserId, listing_id: ListingId, price: Price) -> dict:
     """Change the price of one of the acting user's active listings (open offers stay as they are;
@@ -544,6 +586,8 @@ def update_listing_price(state: MarketState, user_id: UserId, listing_id: Listin
     errors=["USER_NOT_FOUND", "LISTING_NOT_FOUND", "NOT_LISTING_OWNER", "LISTING_NOT_ACTIVE"],
     examples=[lambda s: _as_seller(_own_active_listing(s)),
               lambda s: _as_seller(s.listings.get(_offer_in(s, "accepted")["listing_id"]))],
+    asks=("take down {listing_id}", "withdraw {listing_id} from the marketplace",
+          "remove {listing_id}, it's no longer for sale", "pull {listing_id} off the market"),
 )
 def withdraw_listing(state: MarketState, user_id: UserId, listing_id: ListingId) -> dict:
     """Take one of the acting user's listings off the market for good. Its open offers, and an
@@ -565,6 +609,10 @@ def withdraw_listing(state: MarketState, user_id: UserId, listing_id: ListingId)
     errors=["USER_NOT_FOUND", "LISTING_NOT_FOUND", "OWN_LISTING", "LISTING_NOT_ACTIVE", "OFFERS_NOT_ACCEPTED",
             "OFFER_NOT_BELOW_PRICE", "OFFER_BELOW_MINIMUM", "OFFER_ALREADY_OPEN", "INSUFFICIENT_WALLET_BALANCE"],
     examples=[_offer_example],
+    asks=("offer ${amount} for {listing_id}", "make an offer of ${amount} on {listing_id}",
+          "bid ${amount} on {listing_id} with the message \"{message}\"",
+          "send the seller of {listing_id} an offer of ${amount} saying \"{message}\""),
+    values={"message": lambda rng, s: rng.choice(OFFER_MESSAGES)},
 )
 def make_offer(
     state: MarketState,
@@ -610,6 +658,10 @@ def make_offer(
     errors=["USER_NOT_FOUND"],
     examples=[lambda s: {"user_id": s.offers.first()["seller_id"]},
               lambda s: {"user_id": s.offers.first()["buyer_id"], "role": "sent", "status": "pending"}],
+    asks=lambda a: ("show the offers I've sent", "list my {status} offers to sellers",
+                    "which offers have I made on {listing_id}") if a.get("role") == "sent" else (
+        "show the offers I've received", "list the {status} offers on my listings",
+        "what offers came in on {listing_id}", "who has made offers on my stuff"),
 )
 def list_offers(
     state: MarketState,
@@ -642,6 +694,10 @@ def list_offers(
                          "amount": money((_offer_in(s, "pending")["amount"]
                                           + s.listings.get(_offer_in(s, "pending")["listing_id"])["price"]) / 2),
                          "message": "Meet me halfway?"}],
+    asks=("counter {offer_id} at ${amount}", "come back on {offer_id} with ${amount}",
+          "reply to {offer_id} with a counter of ${amount} and say \"{message}\"",
+          "make a counter-offer of ${amount} on {offer_id}"),
+    values={"message": lambda rng, s: rng.choice(COUNTER_MESSAGES)},
 )
 def counter_offer(
     state: MarketState,
@@ -681,6 +737,10 @@ def counter_offer(
         lambda s: {"user_id": _offer_in(s, "countered")["buyer_id"], "offer_id": _offer_in(s, "countered")["id"],
                    "decision": "decline"},
     ],
+    asks=lambda a: ("reply to {offer_id} with {decision}", "go ahead and {decision} {offer_id}, we have a deal",
+                    "let's {decision} {offer_id}") if a.get("decision") == "accept" else (
+        "reply to {offer_id} with {decision}", "politely {decision} {offer_id}",
+        "just {decision} {offer_id}, it doesn't work for me"),
 )
 def respond_to_offer(
     state: MarketState,
@@ -725,6 +785,9 @@ def respond_to_offer(
             "LISTING_RESERVED", "OFFER_LISTING_MISMATCH", "NOT_OFFER_BUYER", "OFFER_NOT_ACCEPTED",
             "INSUFFICIENT_WALLET_BALANCE"],
     examples=[_buy_now_example, _buy_with_offer_example],
+    asks=lambda a: ("buy {listing_id} using {offer_id}", "complete the purchase of {listing_id} with {offer_id}",
+                    "pay for {listing_id} at the price agreed in {offer_id}") if a.get("offer_id") else (
+        "buy {listing_id}", "purchase {listing_id} at the asking price", "grab {listing_id} with my wallet balance"),
 )
 def buy_listing(
     state: MarketState,
@@ -777,6 +840,8 @@ def buy_listing(
     errors=["USER_NOT_FOUND"],
     examples=[lambda s: {"user_id": s.purchases.first()["buyer_id"]},
               lambda s: {"user_id": s.purchases.first()["seller_id"], "role": "seller"}],
+    asks=lambda a: ("show what I've sold", "list my sales", "which of my items have been bought") if a.get(
+        "role") == "seller" else ("show my purchases", "list what I've bought", "which items have I bought so far"),
 )
 def list_purchases(
     state: MarketState,
@@ -800,6 +865,11 @@ def list_purchases(
     mutates=["user"],
     errors=["USER_NOT_FOUND", "PURCHASE_NOT_FOUND", "NOT_PURCHASE_BUYER", "PURCHASE_NOT_COMPLETED", "ALREADY_RATED"],
     examples=[_rate_example],
+    asks=("rate the seller of {purchase_id} {stars} stars", "give {stars} stars to the seller for {purchase_id}",
+          "leave a {stars}-star rating for {purchase_id} saying \"{comment}\"",
+          "review the seller of {purchase_id}: {stars} out of 5, \"{comment}\""),
+    values={"stars": lambda rng, s: rng.choice((5, 5, 5, 4, 4, 3, 2, 1)),
+            "comment": lambda rng, s: rng.choice(SELLER_COMMENTS)},
 )
 def rate_seller(
     state: MarketState,
@@ -832,6 +902,8 @@ def rate_seller(
     reads=["user", "listing", "rating"],
     errors=["USER_NOT_FOUND"],
     examples=[lambda s: {"user_id": s.users.first()["id"]}],
+    asks=("show me the profile of {user_id}", "how well rated is {user_id} as a seller", "tell me about {user_id}",
+          "check the wallet balance and ratings of {user_id}"),
 )
 def get_user_profile(state: MarketState, user_id: UserId) -> dict:
     """A user's profile: username, name, city, member since, wallet balance, seller rating with its

@@ -66,6 +66,8 @@ MERCHANTS = (  # name, statement descriptor, what it sells
     ("Paperlane Studio", "PAPERLANE", ("Linen notebook set", "Fountain pen", "Letterpress cards", "Desk planner 2026",
                                        "Watercolor kit")),
 )
+PAYOUT_NOTES = ("Weekly payout", "Supplier invoice", "Rent for the shop", "Payroll top-up", "Month-end sweep",
+                "Tax reserve", "Equipment fund", "Owner draw")
 CARD_BRANDS = ("visa", "mastercard", "amex")
 # Issuer behaviour of the known test cards: they decline on confirmation, whoever tries them.
 DECLINING_TEST_CARDS = {"0002": "generic_decline", "9995": "insufficient_funds"}
@@ -443,6 +445,12 @@ Offset = Annotated[int, Field(ge=0, description="How many results to skip; pass 
     read_only=True,
     reads=["customer", "payment_method"],
     examples=[{}, lambda s: {"customer_query": s.customers.first()["name"].split()[-1]}],
+    asks=lambda a: ("list the saved cards that haven't expired",
+                    "show only the valid cards on file for {customer_query}",
+                    "which unexpired cards do we have for {customer_query}") if a.get("include_expired") is False else (
+        "list the saved cards", "show the cards on file for {customer_query}",
+        "find the payment methods of customers matching {customer_query}",
+        "look up {customer_query} among the customers' cards"),
 )
 def list_payment_methods(
     state: PaymentsState,
@@ -475,6 +483,20 @@ def list_payment_methods(
         lambda s: {"amount": 12000, "currency": "eur", "payment_method_id": _usable_card(s)["id"],
                    "idempotency_key": "order-20260302-0002", "capture_method": "manual"},
     ],
+    asks=lambda a: (
+        "charge {payment_method_id} {amount} pence in {currency}, idempotency key {idempotency_key}",
+        "create a payment of {amount} {currency} pence on {payment_method_id} with the key {idempotency_key}",
+        "set up a {amount}-pence {currency} payment for \"{description}\" with key {idempotency_key}",
+        "start a {currency} payment of {amount} pence with {capture_method} capture, key {idempotency_key}",
+    ) if a.get("currency") == "gbp" else (
+        "charge {payment_method_id} {amount} cents in {currency}, idempotency key {idempotency_key}",
+        "create a payment of {amount} {currency} cents on {payment_method_id} with the key {idempotency_key}",
+        "set up a {amount}-cent {currency} payment for \"{description}\" with key {idempotency_key}",
+        "start a {currency} payment of {amount} cents with {capture_method} capture, key {idempotency_key}"),
+    values={"amount": lambda rng, s: rng.choice((1999, 2599, 3250, 4500, 8900, 12000, 15999, 24900)),
+            "idempotency_key": lambda rng, s: f"order-{s.today():%Y%m%d}-{rng.randint(1, 9999):04d}",
+            "description": lambda rng, s: f"Order #{rng.randint(2002, 2999)}: "
+                                          + rng.choice([item for _, _, items in MERCHANTS for item in items])},
 )
 def create_payment_intent(
     state: PaymentsState,
@@ -511,6 +533,9 @@ def create_payment_intent(
     errors=["PAYMENT_INTENT_NOT_FOUND", "PAYMENT_METHOD_NOT_FOUND", "PAYMENT_METHOD_NOT_OWNED",
             "INTENT_NOT_CONFIRMABLE", "CARD_EXPIRED", "CARD_DECLINED"],
     examples=[lambda s: {"payment_intent_id": _confirmable(s)["id"]}, _declined_intent_with_other_card],
+    asks=("confirm {payment_intent_id}", "go ahead and charge {payment_intent_id}",
+          "confirm {payment_intent_id} using {payment_method_id} instead",
+          "retry {payment_intent_id} with {payment_method_id}"),
 )
 def confirm_payment_intent(
     state: PaymentsState,
@@ -551,6 +576,9 @@ def confirm_payment_intent(
     examples=[lambda s: {"payment_intent_id": _capturable(s)["id"]},
               lambda s: {"payment_intent_id": _capturable(s)["id"],
                          "amount_to_capture": _capturable(s)["amount_capturable"] // 2}],
+    asks=("capture {payment_intent_id}", "collect the authorized money on {payment_intent_id}",
+          "capture only {amount_to_capture} cents of {payment_intent_id}",
+          "take {amount_to_capture} of the authorized amount on {payment_intent_id} and release the rest"),
 )
 def capture_payment_intent(
     state: PaymentsState,
@@ -585,6 +613,10 @@ def capture_payment_intent(
     errors=["PAYMENT_INTENT_NOT_FOUND", "INTENT_NOT_CANCELABLE"],
     examples=[lambda s: {"payment_intent_id": s.payment_intents.first(status="requires_confirmation")["id"]},
               lambda s: {"payment_intent_id": _capturable(s)["id"], "cancellation_reason": "fraudulent"}],
+    asks=("cancel {payment_intent_id}", "void {payment_intent_id} as {cancellation_reason}",
+          "call off {payment_intent_id}, reason: {cancellation_reason}", "release the hold on {payment_intent_id}"),
+    values={"cancellation_reason": lambda rng, s: rng.choice(("requested_by_customer", "duplicate", "fraudulent",
+                                                              "abandoned"))},
 )
 def cancel_payment_intent(
     state: PaymentsState,
@@ -608,6 +640,8 @@ def cancel_payment_intent(
     reads=["payment_intent", "refund"],
     errors=["PAYMENT_INTENT_NOT_FOUND"],
     examples=[lambda s: {"payment_intent_id": s.payment_intents.first()["id"]}],
+    asks=("show me {payment_intent_id}", "what's the status of {payment_intent_id}",
+          "how much of {payment_intent_id} has been refunded", "pull up the details of {payment_intent_id}"),
 )
 def get_payment_intent(state: PaymentsState, payment_intent_id: PaymentIntentId) -> dict:
     """One payment intent in full: status, amount, currency, card, capture method, amounts
@@ -622,6 +656,8 @@ def get_payment_intent(state: PaymentsState, payment_intent_id: PaymentIntentId)
     errors=["CUSTOMER_NOT_FOUND"],
     examples=[{}, {"status": "succeeded", "limit": 5},
               lambda s: {"customer_id": s.customers.first()["id"], "status": "requires_capture"}],
+    asks=("list the payment intents", "show the payments with status {status}", "list the payments of {customer_id}",
+          "show me {limit} payments in status {status}", "which payments of {customer_id} are in {status}"),
 )
 def list_payment_intents(
     state: PaymentsState,
@@ -653,6 +689,13 @@ def list_payment_intents(
                          "idempotency_key": "refund-20260302-0001"},
               lambda s: {"payment_intent_id": _refundable(s)["id"], "idempotency_key": "refund-20260302-0002",
                          "reason": "duplicate"}],
+    asks=("refund {payment_intent_id} in full with the key {idempotency_key}",
+          "refund {amount} cents of {payment_intent_id}, idempotency key {idempotency_key}",
+          "give back {amount} cents on {payment_intent_id} (key {idempotency_key})",
+          "issue a refund on {payment_intent_id} with reason {reason}, key {idempotency_key}"),
+    values={"amount": lambda rng, s: rng.choice((250, 300, 500, 750, 1000, 1500)),
+            "idempotency_key": lambda rng, s: f"refund-{s.today():%Y%m%d}-{rng.randint(1, 9999):04d}",
+            "reason": lambda rng, s: rng.choice(("requested_by_customer", "duplicate", "fraudulent"))},
 )
 def create_refund(
     state: PaymentsState,
@@ -700,6 +743,8 @@ def create_refund(
     read_only=True,
     reads=["balance", "bank_account", "payout"],
     examples=[{}],
+    asks=("what's our balance", "how much money is available for payouts", "show the balance and our bank accounts",
+          "check the account balance and the recent payouts"),
 )
 def get_balance(state: PaymentsState) -> dict:
     """The merchant's balance per currency (available for payouts now, and pending: captured in
@@ -721,6 +766,20 @@ def get_balance(state: PaymentsState) -> dict:
               lambda s: {"amount": 2500, "currency": "eur", "idempotency_key": "payout-20260302-0002",
                          "bank_account_id": s.bank_accounts.first(currency="eur", status="verified")["id"],
                          "description": "Supplier invoice"}],
+    asks=lambda a: (
+        "pay out {amount} pence in {currency} with key {idempotency_key}",
+        "send {amount} {currency} pence to the bank, idempotency key {idempotency_key}",
+        "transfer {amount} pence of our {currency} balance to {bank_account_id}, key {idempotency_key}, "
+        "note \"{description}\"",
+    ) if a.get("currency") == "gbp" else (
+        "pay out {amount} cents in {currency} with key {idempotency_key}",
+        "send {amount} {currency} cents to the bank, idempotency key {idempotency_key}",
+        "transfer {amount} cents of our {currency} balance to {bank_account_id}, key {idempotency_key}, "
+        "note \"{description}\"",
+        "withdraw {amount} {currency} cents to the default account using key {idempotency_key}"),
+    values={"amount": lambda rng, s: rng.choice((2500, 5000, 10000, 15000, 25000, 50000)),
+            "idempotency_key": lambda rng, s: f"payout-{s.today():%Y%m%d}-{rng.randint(1, 9999):04d}",
+            "description": lambda rng, s: rng.choice(PAYOUT_NOTES)},
 )
 def create_payout(
     state: PaymentsState,

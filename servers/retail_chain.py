@@ -79,6 +79,9 @@ CATALOG: dict[str, tuple[str, tuple[tuple[str, int, int], ...]]] = {  # category
                         ("Tool Chest 26in", 149, 399))),
 }
 BRANDS = ("Ridgeline", "Ironpeak", "Cascade Pro", "Hearthline", "Voltline", "Evergreen")
+TRANSFER_NOTES = ("Restock for the weekend sale", "Customer waiting on this at our counter", "Spring garden promo",
+                  "Covering a stockout", "Contractor order next week", "Balancing overstock", "Display refresh",
+                  "Holiday rush prep")
 CATALOG_SIZE = 40
 
 
@@ -390,6 +393,14 @@ Quantity = Annotated[int, Field(ge=1, le=100, description="Number of units.")]
     read_only=True,
     reads=["store"],
     examples=[{}, {"city": "Seattle"}, {"open_now": True}],
+    asks=lambda a: {
+        True: ("which stores are open right now", "list the stores open at the moment in {city}",
+               "show me the stores I could still walk into now"),
+        False: ("which stores are closed right now", "list the stores in {city} that are closed at the moment",
+                "show me which stores have shut for now"),
+    }.get(a.get("open_now"), ("list all the stores", "show me the stores in {city}",
+                              "what stores do you have in {city}", "where are all your locations")),
+    values={"city": lambda rng, s: rng.choice([city for city, _, _ in CITIES])},
 )
 def list_stores(
     state: ChainState,
@@ -411,6 +422,8 @@ def list_stores(
     reads=["store", "pickup", "transfer"],
     errors=["STORE_NOT_FOUND"],
     examples=[lambda s: {"store_id": s.stores.first()["id"]}],
+    asks=("show me {store_id}", "what pickups are waiting at {store_id}", "give me the details and hours of {store_id}",
+          "pull up {store_id} with its open transfers"),
 )
 def get_store(state: ChainState, store_id: StoreId) -> dict:
     """One store in full: address, phone, manager, weekly opening hours, whether it is open now,
@@ -429,6 +442,8 @@ def get_store(state: ChainState, store_id: StoreId) -> dict:
     errors=["STORE_NOT_FOUND", "BAD_DATETIME"],
     examples=[lambda s: {"store_id": s.stores.all()[1]["id"]},
               lambda s: {"store_id": s.stores.first()["id"], "at": _fmt(_local_now(s) + dt.timedelta(days=6))}],
+    asks=("is {store_id} open right now", "will {store_id} be open at {at}", "check whether {store_id} is open on {at}",
+          "when does {store_id} close today"),
 )
 def check_store_open(
     state: ChainState,
@@ -449,6 +464,10 @@ def check_store_open(
     read_only=True,
     reads=["product"],
     examples=[{"query": "drill"}, {"category": "paint", "limit": 5}, lambda s: {"query": s.products.first()["id"]}],
+    asks=("search the catalog for {query}", "look up {query} in the catalog", "show me the {category} products",
+          "list the first {limit} items in {category}", "find products matching {query} in {category}"),
+    values={"query": lambda rng, s: rng.choice([w for p in s.products.all() for w in p["name"].lower().split()
+                                               if w.isalpha() and len(w) > 3])},
 )
 def search_catalog(
     state: ChainState,
@@ -476,6 +495,12 @@ def search_catalog(
     errors=["PRODUCT_NOT_FOUND"],
     examples=[lambda s: {"sku": s.products.first()["id"]},
               lambda s: {"sku": s.products.first()["id"], "city": "Seattle", "in_stock_only": True}],
+    asks=lambda a: ("which stores in {city} have {sku} available right now",
+                    "show only the stores that actually have {sku} in stock",
+                    "where is {sku} in stock in {city}") if a.get("in_stock_only") else (
+        "check stock of {sku} across the stores", "how many of {sku} does each store have",
+        "check the stock of {sku} in {city}", "look up the inventory of {sku}"),
+    values={"city": lambda rng, s: rng.choice([city for city, _, _ in CITIES])},
 )
 def check_stock(
     state: ChainState,
@@ -505,6 +530,11 @@ def check_stock(
     produces=["transfer"],
     errors=["STORE_NOT_FOUND", "PRODUCT_NOT_FOUND", "SAME_STORE_TRANSFER", "SKU_NOT_CARRIED", "INSUFFICIENT_STOCK"],
     examples=[_transfer_example],
+    asks=("send {quantity} units of {sku} from {from_store_id} to {to_store_id}",
+          "transfer {quantity} of {sku} from {from_store_id} over to {to_store_id}",
+          "request {quantity} units of {sku} be moved from {from_store_id} to {to_store_id} with the note \"{note}\"",
+          "have {from_store_id} ship {quantity} units of {sku} to {to_store_id}"),
+    values={"quantity": lambda rng, s: rng.choice((1, 2, 2, 3)), "note": lambda rng, s: rng.choice(TRANSFER_NOTES)},
 )
 def request_transfer(
     state: ChainState,
@@ -538,6 +568,7 @@ def request_transfer(
     mutates=["transfer", "stock"],
     errors=["TRANSFER_NOT_FOUND", "TRANSFER_ALREADY_SHIPPED", "TRANSFER_ALREADY_RECEIVED", "INSUFFICIENT_STOCK"],
     examples=[lambda s: _transfer_in(s, "requested")],
+    asks=("ship {transfer_id}", "mark {transfer_id} as shipped", "send out {transfer_id} from the stockroom"),
 )
 def ship_transfer(state: ChainState, transfer_id: TransferId) -> dict:
     """Ship a requested transfer: its units leave the sending store's stock and it goes in transit.
@@ -563,6 +594,10 @@ def ship_transfer(state: ChainState, transfer_id: TransferId) -> dict:
     mutates=["transfer", "stock"],
     errors=["TRANSFER_NOT_FOUND", "TRANSFER_NOT_SHIPPED", "TRANSFER_ALREADY_RECEIVED", "RECEIVED_QUANTITY_TOO_HIGH"],
     examples=[lambda s: _transfer_in(s, "in_transit")],
+    asks=("receive {transfer_id}", "book in {transfer_id} at the receiving store",
+          "log {transfer_id} as received, but only {received_quantity} units arrived",
+          "check in {transfer_id} with {received_quantity} units received"),
+    values={"received_quantity": lambda rng, s: rng.choice((0, 1, 1, 2))},
 )
 def receive_transfer(
     state: ChainState,
@@ -595,6 +630,15 @@ def receive_transfer(
     errors=["STORE_NOT_FOUND", "PRODUCT_NOT_FOUND", "BAD_DATETIME", "PICKUP_SLOT_IN_PAST", "PICKUP_TOO_FAR_AHEAD",
             "STORE_CLOSED", "SKU_NOT_CARRIED", "INSUFFICIENT_STOCK"],
     examples=[_pickup_example],
+    asks=("reserve {quantity} of {sku} at {store_id} for pickup at {pickup_at} under {customer_name}, "
+          "phone {customer_phone}",
+          "set aside {quantity} units of {sku} for {customer_name} ({customer_phone}) to collect at {store_id} "
+          "on {pickup_at}",
+          "book a pickup for {customer_name}, {customer_phone}: {quantity} units of {sku} at {store_id}, {pickup_at}",
+          "hold {quantity} of {sku} at {store_id} for {customer_name} to pick up at {pickup_at}; text {customer_phone} "
+          "when it's ready"),
+    values={"quantity": lambda rng, s: rng.choice((1, 1, 2, 3)), "customer_name": lambda rng, s: fake.full_name(rng),
+            "customer_phone": lambda rng, s: fake.phone(rng)},
 )
 def reserve_pickup(
     state: ChainState,
@@ -640,6 +684,8 @@ def reserve_pickup(
     mutates=["pickup"],
     errors=["PICKUP_NOT_FOUND", "PICKUP_ALREADY_CANCELLED", "PICKUP_ALREADY_COLLECTED"],
     examples=[_cancellable_pickup],
+    asks=("cancel {pickup_id}", "call off {pickup_id} and release the units",
+          "the customer isn't coming, cancel {pickup_id}"),
 )
 def cancel_pickup(state: ChainState, pickup_id: PickupId) -> dict:
     """Cancel a pickup reservation (also an expired one) and release its units. Returns the pickup.
@@ -659,6 +705,8 @@ def cancel_pickup(state: ChainState, pickup_id: PickupId) -> dict:
     mutates=["pickup", "stock"],
     errors=["PICKUP_NOT_FOUND", "PICKUP_CANCELLED", "PICKUP_ALREADY_COLLECTED", "PICKUP_EXPIRED", "STORE_CLOSED"],
     examples=[_ready_pickup],
+    asks=("mark {pickup_id} as picked up", "hand over {pickup_id} at the counter",
+          "record that {pickup_id} was collected"),
 )
 def mark_picked_up(state: ChainState, pickup_id: PickupId) -> dict:
     """Hand a reserved pickup over at the counter: the units leave the store's stock. The store must

@@ -128,6 +128,11 @@ REVIEW_TEXT = {  # rating → (titles, bodies)
     1: (("Would not recommend",), ("Arrived damaged and support was slow.", "Nothing like the description.")),
 }
 
+# Free values a customer types in (for synthesis): second address lines and notes for the returns desk.
+UNITS = ("Apt 4B", "Suite 210", "Unit 12", "Apt 1", "Floor 3", "Apt 707", "Suite 1400", "Unit C")
+RETURN_NOTES = ("Box is unopened.", "Tried it on once, tags still attached.", "The left earbud does not charge.",
+                "Arrived with a cracked lid.", "Ordered two by accident.", "Color is much darker than the photos.",
+                "Please send a prepaid label.")
 # Reusable parameter types, so every tool describes paging and ids the same way.
 Limit = Annotated[int, Field(ge=1, le=50, description="Page size: how many results to return (1-50).")]
 Offset = Annotated[int, Field(ge=0, description="How many results to skip; pass next_offset from the previous page.")]
@@ -570,6 +575,11 @@ server = Server(
     errors=["BAD_PRICE_RANGE"],
     examples=[lambda s: {"query": s.products.first()["kind"].split()[0].lower()},
               {"category": "apparel", "max_price": 80, "in_stock_only": True, "sort": "price_asc"}],
+    asks=lambda a: ("find in-stock {category} items under ${max_price}, sorted by {sort}",
+                    "show me {query} that's actually in stock", "search for {query} I can buy right now") if a.get(
+        "in_stock_only") else ("search for {query}", "find {query} in the store",
+                               "show me {category} products between ${min_price} and ${max_price}",
+                               "look for {query} sorted by {sort}", "list {limit} {category} products"),
 )
 def search_products(
     state: ShopState,
@@ -624,6 +634,8 @@ def search_products(
     errors=["PRODUCT_NOT_FOUND"],
     examples=[lambda s: {"product_id": s.products.first(lambda p: p["stock"] > 0)["id"]},
               lambda s: {"product_id": s.products.first(sized=True)["id"]}],
+    asks=("show me {product_id}", "tell me more about {product_id}", "what sizes of {product_id} are in stock",
+          "can I return {product_id} if it doesn't work out"),
 )
 def get_product(state: ShopState, product_id: ProductId) -> dict:
     """Full details of one product: description, price, color, rating with its star histogram,
@@ -638,7 +650,12 @@ def get_product(state: ShopState, product_id: ProductId) -> dict:
             "return_policy": policy, "in_wishlist": state.wishlist.first(product_id=product_id) is not None}
 
 
-@server.tool(read_only=True, reads=["cart", "cart_item", "product", "promo"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["cart", "cart_item", "product", "promo"],
+    examples=[{}],
+    asks=("what's in my cart", "show me my cart and the total", "how much is my cart right now"),
+)
 def get_cart(state: ShopState) -> dict:
     """The shopping cart: its lines (cart_item_id, product, size, quantity, unit price, whether
     still in stock), the promo code on it and whether it applies, subtotal, discount, standard
@@ -657,6 +674,12 @@ def get_cart(state: ShopState) -> dict:
         lambda s: (lambda p: {"product_id": p["id"], "size": next(v["size"] for v in p["variants"] if v["stock"] > 0)})(
             s.products.first(lambda p: p["sized"] and p["stock"] > 0)),
     ],
+    asks=lambda a: ("add {product_id} in size {size} to my cart",
+                    "put {quantity} of {product_id} in size {size} in my cart",
+                    "grab {product_id} for me in a size {size}") if a.get("size") else (
+        "add {product_id} to my cart", "put {quantity} of {product_id} in my cart", "toss {product_id} into the cart",
+        "get me {quantity} of {product_id} in my cart"),
+    values={"quantity": lambda rng, s: rng.choice((1, 1, 1, 2, 2, 3))},
 )
 def add_to_cart(
     state: ShopState,
@@ -693,6 +716,9 @@ def add_to_cart(
     mutates=["cart", "cart_item"],
     errors=["CART_ITEM_NOT_FOUND", "OUT_OF_STOCK", "INSUFFICIENT_STOCK"],
     examples=[lambda s: {"cart_item_id": s.cart_items.first()["id"], "quantity": 1}],
+    asks=("change {cart_item_id} to {quantity}", "set the quantity of {cart_item_id} to {quantity}",
+          "make it {quantity} of {cart_item_id} in my cart", "update {cart_item_id} in my cart to {quantity} units"),
+    values={"quantity": lambda rng, s: rng.choice((1, 2, 3))},
 )
 def update_cart_item(
     state: ShopState,
@@ -713,6 +739,8 @@ def update_cart_item(
     mutates=["cart", "cart_item"],
     errors=["CART_ITEM_NOT_FOUND"],
     examples=[lambda s: {"cart_item_id": s.cart_items.first()["id"]}],
+    asks=("remove {cart_item_id} from my cart", "take {cart_item_id} out of the cart",
+          "delete {cart_item_id} from my cart"),
 )
 def remove_from_cart(
     state: ShopState,
@@ -730,6 +758,10 @@ def remove_from_cart(
     mutates=["cart"],
     errors=["CART_EMPTY", "PROMO_NOT_FOUND", "PROMO_EXPIRED", "PROMO_MINIMUM_NOT_MET"],
     examples=[{"code": "WELCOME10"}],
+    asks=("apply the code {code}", "use promo code {code} on my cart", "redeem {code} on my order",
+          "add the discount code {code}"),
+    values={"code": lambda rng, s: (lambda code: rng.choice((code, code.lower())))(
+        rng.choice([p["code"] for p in s.promos.all() if p["expires_on"] >= s.today().isoformat()]))},
 )
 def apply_promo_code(
     state: ShopState,
@@ -754,6 +786,8 @@ def apply_promo_code(
     reads=["address", "cart_item", "product", "promo"],
     errors=["ADDRESS_NOT_FOUND"],
     examples=[lambda s: {"address_id": s.addresses.first(is_default=True)["id"]}, {}],
+    asks=("what are my shipping options", "how much is shipping to {address_id}",
+          "when would it arrive if I ship to {address_id}", "compare the shipping speeds and costs"),
 )
 def get_shipping_options(
     state: ShopState,
@@ -780,6 +814,10 @@ def get_shipping_options(
     errors=["CART_EMPTY", "ADDRESS_NOT_FOUND", "PAYMENT_METHOD_NOT_FOUND", "PAYMENT_METHOD_EXPIRED", "OUT_OF_STOCK",
             "INSUFFICIENT_STOCK", "PROMO_EXPIRED", "PROMO_MINIMUM_NOT_MET"],
     examples=[lambda s: {"address_id": s.addresses.first(is_default=True)["id"], "payment_method_id": _usable_card(s)}],
+    asks=("check out with {payment_method_id} and ship to {address_id}",
+          "place my order using {shipping_speed} shipping", "buy what's in my cart, paying with {payment_method_id}",
+          "complete checkout with {shipping_speed} delivery to {address_id}"),
+    values={"shipping_speed": lambda rng, s: rng.choice(tuple(SHIPPING))},
 )
 def checkout(
     state: ShopState,
@@ -818,7 +856,12 @@ def checkout(
     return _order_view(state, order)
 
 
-@server.tool(read_only=True, reads=["address"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["address"],
+    examples=[{}],
+    asks=("show my saved addresses", "list my addresses", "which addresses do I have on file"),
+)
 def list_addresses(state: ShopState) -> dict:
     """The customer's saved shipping addresses (id, label, name, street, city, region, postal code),
     the default one first."""
@@ -833,6 +876,20 @@ def list_addresses(state: ShopState) -> dict:
     errors=["ADDRESS_ALREADY_EXISTS", "ADDRESS_LIMIT_REACHED"],
     examples=[{"line1": "500 Harbor Blvd", "city": "Seattle", "region": "WA", "postal_code": "98101",
                "label": "other"}],
+    asks=lambda a: (
+        "add {line1}, {city}, {region} {postal_code} and make it my default address",
+        "save {line1} in {city}, {region} {postal_code} as my new default shipping address",
+        "set {line1}, {city}, {region} {postal_code} as my default, it's my {label} address") if a.get(
+        "make_default") else (
+        "add the address {line1}, {city}, {region} {postal_code}",
+        "save a new address: {line1}, {line2}, {city}, {region} {postal_code}",
+        "add {line1} in {city}, {region} {postal_code} as my {label} address",
+        "save {line1}, {city} {region} {postal_code} for {full_name}"),
+    values={"line1": lambda rng, s: fake.address(rng)["line1"], "city": lambda rng, s: rng.choice(fake.CITIES)[0],
+            "region": lambda rng, s: rng.choice(fake.CITIES)[1],
+            "postal_code": lambda rng, s: rng.choice(fake.CITIES)[2],
+            "line2": lambda rng, s: rng.choice(UNITS), "full_name": lambda rng, s: fake.full_name(rng),
+            "label": lambda rng, s: rng.choice(("home", "work", "other"))},
 )
 def add_address(
     state: ShopState,
@@ -866,7 +923,12 @@ def add_address(
     })
 
 
-@server.tool(read_only=True, reads=["payment_method"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["payment_method"],
+    examples=[{}],
+    asks=("show my saved cards", "which payment methods do I have", "list my cards and when they expire"),
+)
 def list_payment_methods(state: ShopState) -> dict:
     """The customer's saved cards (id, brand, last 4 digits, expiry, whether expired, default).
     An expired card cannot be used at checkout."""
@@ -877,6 +939,7 @@ def list_payment_methods(state: ShopState) -> dict:
     read_only=True,
     reads=["order"],
     examples=[{}, {"status": "delivered"}],
+    asks=("show my orders", "list my {status} orders", "what have I ordered recently", "show my last {limit} orders"),
 )
 def list_orders(
     state: ShopState,
@@ -897,6 +960,8 @@ def list_orders(
 @server.tool(
     read_only=True, reads=["order"], errors=["ORDER_NOT_FOUND"],
     examples=[lambda s: {"order_id": s.orders.first()["id"]}],
+    asks=("show me {order_id}", "what's in {order_id}", "give me the details of {order_id}",
+          "can I still cancel or return {order_id}"),
 )
 def get_order(state: ShopState, order_id: OrderId) -> dict:
     """One order in full: items (each with its id, the order_item_id start_return takes, size, price,
@@ -911,6 +976,10 @@ def get_order(state: ShopState, order_id: OrderId) -> dict:
     mutates=["order", "product"],
     errors=["ORDER_NOT_FOUND", "ORDER_NOT_CANCELLABLE"],
     examples=[lambda s: {"order_id": s.orders.first(status="pending")["id"]}],
+    asks=("cancel {order_id}", "cancel {order_id}, reason: {reason}", "call off {order_id}",
+          "stop {order_id} before it ships"),
+    values={"reason": lambda rng, s: rng.choice(("changed_mind", "found_cheaper", "ordered_by_mistake", "too_slow",
+                                                 "other"))},
 )
 def cancel_order(
     state: ShopState,
@@ -942,6 +1011,7 @@ def cancel_order(
     errors=["ORDER_NOT_FOUND", "ORDER_CANCELLED"],
     examples=[lambda s: {"order_id": s.orders.first(status="shipped")["id"]},
               lambda s: {"order_id": s.orders.first(status="pending")["id"]}],
+    asks=("where is {order_id}", "track {order_id}", "when will {order_id} arrive", "show the tracking for {order_id}"),
 )
 def track_shipment(state: ShopState, order_id: OrderId) -> dict:
     """Where an order's parcel is: carrier, tracking number (once shipped), status (preparing,
@@ -960,6 +1030,12 @@ def track_shipment(state: ShopState, order_id: OrderId) -> dict:
     errors=["ORDER_NOT_FOUND", "ORDER_ITEM_NOT_FOUND", "NOT_DELIVERED", "RETURN_WINDOW_CLOSED", "FINAL_SALE",
             "RETURN_QUANTITY_EXCEEDED"],
     examples=[_returnable_item],
+    asks=("return {order_item_id} from {order_id}, reason: {reason}",
+          "send back {quantity} of {order_item_id} from {order_id}, the reason being {reason}",
+          "return {order_item_id} ({reason}) with the note \"{comment}\"",
+          "open a return on {order_id} for {order_item_id}, reason {reason}"),
+    values={"reason": lambda rng, s: rng.choice(typing.get_args(ReturnReason)),
+            "comment": lambda rng, s: rng.choice(RETURN_NOTES)},
 )
 def start_return(
     state: ShopState,
@@ -1011,6 +1087,8 @@ def start_return(
 @server.tool(
     read_only=True, reads=["return"], errors=["RETURN_NOT_FOUND"],
     examples=[lambda s: {"return_id": s.returns.first()["id"]}],
+    asks=("where is the refund for {return_id}", "has {return_id} been refunded yet",
+          "check the refund status of {return_id}"),
 )
 def get_refund(
     state: ShopState,
@@ -1029,6 +1107,8 @@ def get_refund(
     examples=[
         lambda s: {"product_id": s.products.first(lambda p: p["review_count"] > 0)["id"], "sort": "highest_rated"}
     ],
+    asks=("show the reviews of {product_id}", "what do people say about {product_id}",
+          "show the {sort} reviews of {product_id}", "show reviews of {product_id} with at least {min_rating} stars"),
 )
 def list_reviews(
     state: ShopState,
@@ -1060,6 +1140,13 @@ def list_reviews(
     examples=[
         lambda s: {"product_id": _reviewable_product(s), "rating": 5, "headline": "Great", "body": "Does what it says."}
     ],
+    asks=("review {product_id}: {rating} stars, \"{headline}\", \"{body}\"",
+          "leave a {rating}-star review on {product_id} titled \"{headline}\" saying \"{body}\"",
+          "write a review for {product_id}, {rating} out of 5, headline \"{headline}\", text \"{body}\"",
+          "rate {product_id} {rating} stars with the title \"{headline}\" and the text \"{body}\""),
+    values={"rating": lambda rng, s: rng.choice((5, 5, 4, 4, 3, 2, 1)),
+            "headline": lambda rng, s: rng.choice([t for titles, _ in REVIEW_TEXT.values() for t in titles]),
+            "body": lambda rng, s: rng.choice([b for _, bodies in REVIEW_TEXT.values() for b in bodies])},
 )
 def write_review(
     state: ShopState,
@@ -1086,7 +1173,12 @@ def write_review(
     return {"review": review, "product_rating": state.products.get(product_id)["rating"]}
 
 
-@server.tool(read_only=True, reads=["wishlist_item", "product"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["wishlist_item", "product"],
+    examples=[{}],
+    asks=("show my wishlist", "what's on my wishlist", "list the things I've saved for later"),
+)
 def get_wishlist(state: ShopState) -> dict:
     """Products the customer saved for later, each with its current price and stock status, oldest first."""
     items = [{"product": _product_card(state.products.get(w["product_id"])), "added_at": w["added_at"]}
@@ -1100,6 +1192,7 @@ def get_wishlist(state: ShopState) -> dict:
     produces=["wishlist_item"],
     errors=["PRODUCT_NOT_FOUND", "ALREADY_IN_WISHLIST"],
     examples=[lambda s: {"product_id": s.products.first(lambda p: s.wishlist.first(product_id=p["id"]) is None)["id"]}],
+    asks=("add {product_id} to my wishlist", "save {product_id} for later", "put {product_id} on my wishlist"),
 )
 def add_to_wishlist(state: ShopState, product_id: ProductId) -> dict:
     """Save a product (in stock or not) to the wishlist. Returns the wishlist. Fails with
@@ -1117,6 +1210,8 @@ def add_to_wishlist(state: ShopState, product_id: ProductId) -> dict:
     mutates=["wishlist_item"],
     errors=["NOT_IN_WISHLIST"],
     examples=[lambda s: {"product_id": s.wishlist.first()["product_id"]}],
+    asks=("remove {product_id} from my wishlist", "take {product_id} off my wishlist",
+          "drop {product_id} from my wishlist"),
 )
 def remove_from_wishlist(state: ShopState, product_id: ProductId) -> dict:
     """Take a product off the wishlist. Returns the wishlist. Fails with NOT_IN_WISHLIST."""

@@ -367,6 +367,51 @@ def _own_post(s: SocialState, visibility: str = "public") -> str:
     return s.posts.first(author_id=_me(s), visibility=visibility)["id"]
 
 
+# -- how members ask, and what they write -----------------------------------------------------------
+
+DISPLAY_NAMES = ("Sam R.", "Priya K.", "Coach Dan", "Lu Chen", "Tomasz the Baker", "Maya Writes", "J. Okafor",
+                 "Ren at Sea", "Ana B.", "Kai on Trails")
+LOCATIONS = ("Lisbon", "Brooklyn, NY", "Austin, TX", "Toronto", "Melbourne", "Portland, OR", "Berlin", "Mexico City",
+             "Seattle", "Cape Town")
+VISIBILITIES = ("public", "followers", "private")
+COMMENT_POLICIES = ("everyone", "followers", "nobody")
+POST_ASKS = {
+    None: ('post "{text}"', 'share "{text}" on my profile', 'put up a new post saying "{text}"'),
+    "public": ('post "{text}" publicly', 'share "{text}" with everyone', 'publish a public post: "{text}"'),
+    "followers": ('post "{text}" for my followers only', 'share "{text}" with just my followers',
+                  'publish "{text}" so only people who follow me see it'),
+    "private": ('save "{text}" as a private post only I can see', 'post "{text}" privately, just for me',
+                'write a private post that says "{text}"'),
+}
+PRIVACY_ASKS = {
+    "is_private": {True: ("make my account private", "switch my account to private",
+                          "lock my account so only approved followers see my posts"),
+                   False: ("make my account public", "switch my account back to public",
+                           "open my account up to everyone")},
+    "who_can_comment": ("let {who_can_comment} comment on my posts", "change who can comment on my posts to "
+                        "{who_can_comment}", "set my comment permissions to {who_can_comment}"),
+    "default_post_visibility": {"public": ("make my new posts public by default", "have my posts default to public",
+                                           "set my default audience to everyone"),
+                                "followers": ("make my new posts followers-only by default",
+                                              "have my posts default to followers only",
+                                              "set my default audience to just my followers"),
+                                "private": ("make my new posts private by default", "have my posts default to private",
+                                            "set my default audience to only me")},
+}
+
+
+def _privacy_asks(a: Any) -> tuple[str, ...]:
+    """One phrase per setting the call changes, joined: the wording says each new value."""
+    parts = []
+    for key, phrases in PRIVACY_ASKS.items():
+        if a.get(key) is not None:
+            parts.append(phrases[a[key]] if isinstance(phrases, dict) else phrases)
+    if not parts:
+        return PRIVACY_ASKS["who_can_comment"]
+    return tuple(", ".join(p[i] for p in parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1][i]
+                 for i in range(3))
+
+
 # -- the server and its tools ----------------------------------------------------------------------
 
 server = Server(
@@ -392,6 +437,13 @@ Offset = Annotated[int, Field(ge=0, description="How many posts to skip; pass ne
     errors=["USER_NOT_FOUND", "BLOCKED"],
     examples=[{}, lambda s: {"user_id": _followed(s, private=False)},
               lambda s: {"user_id": s.blocks.first(blocker_id=_me(s))["blocked_id"]}],
+    asks=lambda a: (
+        ("show me the profile of {user_id}", "look up {user_id}",
+         "pull up {user_id} and tell me whether we follow each other", "check how many followers {user_id} has")
+        if a.get("user_id")
+        else ("show me my profile", "pull up my own profile and settings",
+              "show me who is waiting for me to approve their follow request",
+              "tell me how many followers I have right now")),
 )
 def get_profile(
     state: SocialState,
@@ -435,6 +487,11 @@ def get_profile(
     errors=["NOTHING_TO_UPDATE", "EMPTY_TEXT"],
     examples=[{"bio": "Trail runner, terrible cook, very good dog."},
               {"display_name": "Sam R.", "location": "Lisbon"}],
+    asks=('change my bio to "{bio}"', "update my display name to {display_name} and my location to {location}",
+          "set my location to {location}", "make my profile name {display_name}",
+          'rewrite my bio as "{bio}" and show {location} as where I live'),
+    values={"bio": lambda rng, s: rng.choice(BIOS), "display_name": lambda rng, s: rng.choice(DISPLAY_NAMES),
+            "location": lambda rng, s: rng.choice(LOCATIONS)},
 )
 def update_profile(
     state: SocialState,
@@ -460,6 +517,9 @@ def update_profile(
     mutates=["user", "follow"],
     errors=["NOTHING_TO_UPDATE"],
     examples=[{"is_private": False}, {"who_can_comment": "followers", "default_post_visibility": "followers"}],
+    asks=_privacy_asks,
+    values={"who_can_comment": lambda rng, s: rng.choice(COMMENT_POLICIES),
+            "default_post_visibility": lambda rng, s: rng.choice(VISIBILITIES)},
 )
 def update_privacy_settings(
     state: SocialState,
@@ -493,6 +553,8 @@ def update_privacy_settings(
     errors=["EMPTY_TEXT", "POST_TOO_LONG", "DUPLICATE_POST"],
     examples=[{"text": "First swim of the year at Lake Wren. Cold but glorious!", "visibility": "public"},
               {"text": "Family dinner tonight, phones off."}],
+    asks=lambda a: POST_ASKS[a.get("visibility")],
+    values={"text": lambda rng, s: _post_text(rng), "visibility": lambda rng, s: rng.choice(VISIBILITIES)},
 )
 def create_post(
     state: SocialState,
@@ -522,6 +584,8 @@ def create_post(
     reads=["post", "user", "follow", "block", "comment", "like"],
     errors=["POST_NOT_FOUND", "BLOCKED", "POST_NOT_VISIBLE"],
     examples=[lambda s: {"post_id": _commentable_post(s)}, lambda s: {"post_id": _own_post(s, "private")}],
+    asks=("show me {post_id}", "open {post_id} with its comments", "tell me how many likes {post_id} has",
+          "let me read {post_id} and what people said under it"),
 )
 def get_post(state: SocialState, post_id: PostId) -> dict:
     """One post with its author, audience, like count, whether you liked it, and its comments
@@ -541,6 +605,8 @@ def get_post(state: SocialState, post_id: PostId) -> dict:
     mutates=["post", "comment", "like"],
     errors=["POST_NOT_FOUND", "NOT_POST_AUTHOR"],
     examples=[lambda s: {"post_id": _own_post(s)}],
+    asks=("delete {post_id}", "take down {post_id}", "remove {post_id} from my profile for good",
+          "get rid of {post_id} and everything on it"),
 )
 def delete_post(state: SocialState, post_id: PostId) -> dict:
     """Delete one of your posts, with its comments and likes, for good. Returns the deleted post's
@@ -564,6 +630,9 @@ def delete_post(state: SocialState, post_id: PostId) -> dict:
     errors=["USER_NOT_FOUND", "BLOCKED", "ACCOUNT_PRIVATE"],
     examples=[lambda s: {"user_id": _followed(s, private=False)},
               lambda s: {"user_id": _me(s), "limit": 2}],
+    asks=("show me the posts of {user_id}", "show me what {user_id} has been posting lately",
+          "list the latest {limit} posts by {user_id}", "show {limit} more posts by {user_id}, skipping the first "
+          "{offset}", "scroll through what {user_id} has shared"),
 )
 def list_user_posts(state: SocialState, user_id: UserId, limit: Limit = 20, offset: Offset = 0) -> dict:
     """One page of a member's posts that you may see, newest first (followers-only posts need you
@@ -588,6 +657,8 @@ def list_user_posts(state: SocialState, user_id: UserId, limit: Limit = 20, offs
     read_only=True,
     reads=["follow", "post", "user", "block", "comment", "like"],
     examples=[{}, {"limit": 5, "offset": 5}],
+    asks=("show me my feed", "check what's new on my home feed", "load the latest {limit} posts in my feed",
+          "show me {limit} more feed posts after the first {offset}", "catch me up on posts from people I follow"),
 )
 def get_home_feed(state: SocialState, limit: Limit = 20, offset: Offset = 0) -> dict:
     """Your home feed: posts by the members you follow (approved follows only) and your own, that
@@ -610,6 +681,9 @@ def get_home_feed(state: SocialState, limit: Limit = 20, offset: Offset = 0) -> 
     produces=["comment"],
     errors=["POST_NOT_FOUND", "BLOCKED", "POST_NOT_VISIBLE", "COMMENTS_RESTRICTED", "EMPTY_TEXT"],
     examples=[lambda s: {"post_id": _commentable_post(s), "text": "This looks amazing, where was it?"}],
+    asks=('comment "{text}" on {post_id}', 'reply to {post_id} with "{text}"',
+          'leave a comment on {post_id} saying "{text}"', 'write "{text}" under {post_id}'),
+    values={"text": lambda rng, s: rng.choice(COMMENTS)},
 )
 def add_comment(
     state: SocialState,
@@ -638,6 +712,7 @@ def add_comment(
     produces=["like"],
     errors=["POST_NOT_FOUND", "BLOCKED", "POST_NOT_VISIBLE", "ALREADY_LIKED"],
     examples=[lambda s: {"post_id": _commentable_post(s)}],
+    asks=("like {post_id}", "give {post_id} a like", "hit like on {post_id}", "heart {post_id} for me"),
 )
 def like_post(state: SocialState, post_id: PostId) -> dict:
     """Like a post you can see. Returns the post id, liked: true and the new like count. Fails with
@@ -657,6 +732,8 @@ def like_post(state: SocialState, post_id: PostId) -> dict:
     mutates=["like"],
     errors=["POST_NOT_FOUND", "NOT_LIKED"],
     examples=[lambda s: {"post_id": _liked_post(s)}],
+    asks=("unlike {post_id}", "take my like off {post_id}", "remove my like from {post_id}",
+          "undo the like I gave {post_id}"),
 )
 def unlike_post(state: SocialState, post_id: PostId) -> dict:
     """Take back your like of a post. Returns the post id, liked: false and the new like count.
@@ -675,6 +752,8 @@ def unlike_post(state: SocialState, post_id: PostId) -> dict:
     errors=["USER_NOT_FOUND", "CANNOT_FOLLOW_SELF", "BLOCKED", "ALREADY_FOLLOWING", "FOLLOW_REQUEST_PENDING"],
     examples=[lambda s: {"user_id": _unfollowed(s, private=False)},
               lambda s: {"user_id": _unfollowed(s, private=True)}],
+    asks=("follow {user_id}", "start following {user_id}", "send a follow request to {user_id}",
+          "add {user_id} to the people I follow"),
 )
 def follow_user(state: SocialState, user_id: UserId) -> dict:
     """Follow a member. A public account is followed at once (status following); a private account
@@ -704,6 +783,8 @@ def follow_user(state: SocialState, user_id: UserId) -> dict:
     errors=["USER_NOT_FOUND", "NOT_FOLLOWING"],
     examples=[lambda s: {"user_id": _followed(s, private=True)},
               lambda s: {"user_id": s.follows.first(follower_id=_me(s), status="pending")["followee_id"]}],
+    asks=("unfollow {user_id}", "stop following {user_id}", "drop {user_id} from the people I follow",
+          "cancel my follow or follow request for {user_id}"),
 )
 def unfollow_user(state: SocialState, user_id: UserId) -> dict:
     """Stop following a member, or withdraw a pending follow request. Returns what was undone
@@ -724,6 +805,8 @@ def unfollow_user(state: SocialState, user_id: UserId) -> dict:
     mutates=["follow"],
     errors=["USER_NOT_FOUND", "CANNOT_BLOCK_SELF", "ALREADY_BLOCKED"],
     examples=[lambda s: {"user_id": _followed(s, private=False)}],
+    asks=("block {user_id}", "block {user_id} so they can't see my posts any more", "cut {user_id} off completely",
+          "put a block on {user_id}"),
 )
 def block_user(state: SocialState, user_id: UserId) -> dict:
     """Block a member: they can no longer see your posts or profile, comment, like or follow you,
@@ -746,6 +829,7 @@ def block_user(state: SocialState, user_id: UserId) -> dict:
     mutates=["block"],
     errors=["USER_NOT_FOUND", "NOT_BLOCKED"],
     examples=[lambda s: {"user_id": s.blocks.first(blocker_id=_me(s))["blocked_id"]}],
+    asks=("unblock {user_id}", "lift my block on {user_id}", "remove the block I put on {user_id}"),
 )
 def unblock_user(state: SocialState, user_id: UserId) -> dict:
     """Unblock a member you blocked. Follows removed by the block stay removed. Fails with

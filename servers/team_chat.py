@@ -378,6 +378,33 @@ def _unreacted_emoji(s: ChatState, message: Record) -> str:
     return next(e for e in sorted(EMOJI) if not any(r["emoji"] == e and me in r["users"] for r in message["reactions"]))
 
 
+# -- how members ask, and what they choose ----------------------------------------------------------
+
+CHANNEL_NAMES = ("q3-roadmap", "offsite-2026", "customer-feedback", "incident-review", "hiring-2026", "mobile-app",
+                 "data-platform", "support-escalations", "book-club", "team-lunch", "release-train", "security-alerts")
+TOPICS = ("Planning for the next quarter", "Offsite logistics", "Feedback from customer calls", "Postmortems and "
+          "follow-ups", "Interview loops and scorecards", "Bugs and releases of the mobile app", "Weekly lunch plans",
+          "Release dates, owners and risks", "Alerts from the security scanners", "What we're reading this month")
+
+
+def _channel_asks(a: Any) -> tuple[str, ...]:
+    if a.get("joined_only"):
+        found = ("list the channels I'm in on {workspace_id}", "show me which channels of {workspace_id} I've joined",
+                 "browse my channels in {workspace_id}")
+    else:
+        found = ("list the channels in {workspace_id}", "show me what channels {workspace_id} has",
+                 "browse the channels of {workspace_id}")
+    if a.get("include_archived"):
+        found = tuple(f"{t}{tail}" for t, tail in zip(found, (", archived ones included",
+                                                               ", including the archived ones",
+                                                               " and include archived channels"), strict=True))
+    return found
+
+
+def _chat_line(rng: random.Random, s: Any) -> str:
+    return rng.choice(LINES).format(thing=rng.choice(THINGS), event=rng.choice(EVENTS), when=rng.choice(WHENS))
+
+
 # -- the server and its tools ----------------------------------------------------------------------
 
 server = Server(
@@ -400,7 +427,13 @@ Offset = Annotated[int, Field(ge=0, description="How many results to skip; pass 
 CHANNEL_NAME = r"^#?[a-z0-9][a-z0-9_-]{0,79}$"
 
 
-@server.tool(read_only=True, reads=["workspace", "seat", "user", "channel"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["workspace", "seat", "user", "channel"],
+    examples=[{}],
+    asks=("list my workspaces", "show me the workspaces I'm in and who's in them",
+          "show me who's in each of my workspaces", "give me the member directory of my workspaces"),
+)
 def list_workspaces(state: ChatState) -> dict:
     """The workspaces you belong to: id, name, domain, your role (admin or member), channel count
     and the member directory (handle, name, title, role). Handles are the user ids other tools
@@ -422,6 +455,7 @@ def list_workspaces(state: ChatState) -> dict:
     errors=["WORKSPACE_NOT_FOUND"],
     examples=[lambda s: {"workspace_id": _workspace(s)["id"]},
               lambda s: {"workspace_id": _workspace(s, "admin")["id"], "include_archived": True, "joined_only": True}],
+    asks=_channel_asks,
 )
 def list_channels(
     state: ChatState,
@@ -449,6 +483,14 @@ def list_channels(
                                      "topic": "Offsite logistics",
                                      "user_ids": [s.seats.first(lambda x: x["user_id"] != _me(s),
                                                                 workspace_id=ws["id"])["user_id"]]})(_workspace(s))],
+    asks=lambda a: (
+        ("create a private channel called {name} in {workspace_id}", "set up an invite-only channel {name} with "
+         "{user_ids}", 'make a private channel {name} about "{topic}" and add {user_ids}') if a.get("is_private")
+        else ("create a channel called {name} in {workspace_id}",
+              'set up a new public channel {name} with the topic "{topic}"',
+              "make a channel named {name} and add {user_ids}",
+              'open a channel {name} in {workspace_id} for "{topic}"')),
+    values={"name": lambda rng, s: rng.choice(CHANNEL_NAMES), "topic": lambda rng, s: rng.choice(TOPICS)},
 )
 def create_channel(
     state: ChatState,
@@ -489,6 +531,7 @@ def create_channel(
     produces=["membership"],
     errors=["CHANNEL_NOT_FOUND", "CHANNEL_ARCHIVED", "ALREADY_MEMBER", "PRIVATE_CHANNEL"],
     examples=[lambda s: {"channel_id": _channel(s, joined=False)["id"]}],
+    asks=("join {channel_id}", "add me to {channel_id}", "hop into {channel_id}", "sign me up for {channel_id}"),
 )
 def join_channel(state: ChatState, channel_id: ChannelId) -> dict:
     """Join a public channel. Returns the channel. Fails with PRIVATE_CHANNEL (a private channel
@@ -511,6 +554,8 @@ def join_channel(state: ChatState, channel_id: ChannelId) -> dict:
     mutates=["membership"],
     errors=["CHANNEL_NOT_FOUND", "NOT_A_MEMBER", "CANNOT_LEAVE_GENERAL"],
     examples=[lambda s: {"channel_id": _channel(s, joined=True)["id"]}],
+    asks=("leave {channel_id}", "take me out of {channel_id}", "get me out of {channel_id}",
+          "remove myself from {channel_id}"),
 )
 def leave_channel(state: ChatState, channel_id: ChannelId) -> dict:
     """Leave a channel. Returns the channel id and left: true. Fails with NOT_A_MEMBER or
@@ -530,6 +575,8 @@ def leave_channel(state: ChatState, channel_id: ChannelId) -> dict:
     mutates=["channel"],
     errors=["CHANNEL_NOT_FOUND", "CHANNEL_ARCHIVED", "CANNOT_ARCHIVE_GENERAL", "NOT_A_MEMBER", "ARCHIVE_NOT_ALLOWED"],
     examples=[lambda s: {"channel_id": s.channels.first(created_by=_me(s), is_archived=False)["id"]}],
+    asks=("archive {channel_id}", "make {channel_id} read-only by archiving it",
+          "close down {channel_id} but keep its history", "shut {channel_id} down"),
 )
 def archive_channel(state: ChatState, channel_id: ChannelId) -> dict:
     """Archive a channel: it becomes read-only (history stays searchable, nobody can post, join
@@ -556,6 +603,8 @@ def archive_channel(state: ChatState, channel_id: ChannelId) -> dict:
     errors=["CHANNEL_NOT_FOUND", "CHANNEL_ARCHIVED", "NOT_A_MEMBER", "UNKNOWN_USER", "ALREADY_MEMBER"],
     examples=[lambda s: (lambda c: {"channel_id": c["id"], "user_ids": [_invitee(s, c)]})(
         _channel(s, joined=True, private=True))],
+    asks=("invite {user_ids} to {channel_id}", "add {user_ids} to {channel_id}", "bring {user_ids} into {channel_id}",
+          "get {user_ids} into {channel_id}"),
 )
 def invite_to_channel(state: ChatState, channel_id: ChannelId, user_ids: UserIds) -> dict:
     """Add workspace members to a channel you are in (the only way into a private channel).
@@ -586,6 +635,12 @@ def invite_to_channel(state: ChatState, channel_id: ChannelId, user_ids: UserIds
         lambda s: (lambda c: {"channel_id": c["id"], "thread_id": _top_message(s, c)["id"], "text": "On it!"})(
             _channel(s, joined=True)),
     ],
+    asks=lambda a: (
+        ('reply "{text}" in the thread of {thread_id}', 'answer {thread_id} in its thread with "{text}"',
+         'post "{text}" as a thread reply to {thread_id} in {channel_id}') if a.get("thread_id")
+        else ('post "{text}" in {channel_id}', 'send "{text}" to {channel_id}', 'write "{text}" in {channel_id}',
+              'drop a message in {channel_id} saying "{text}"')),
+    values={"text": _chat_line},
 )
 def post_message(
     state: ChatState,
@@ -627,6 +682,12 @@ def post_message(
         lambda s: {"channel_id": _channel(s, joined=True)["id"], "limit": 5},
         lambda s: (lambda m: {"channel_id": m["channel_id"], "thread_id": m["id"]})(_thread(s)),
     ],
+    asks=lambda a: (
+        ("show the replies in the thread of {thread_id}", "open the thread of {thread_id}",
+         "read me the replies to {thread_id} in {channel_id}") if a.get("thread_id")
+        else ("show the latest messages in {channel_id}", "catch me up on {channel_id}",
+              "read me the last {limit} messages in {channel_id}", "show me what's been said in {channel_id}",
+              "show {limit} older messages in {channel_id}, skipping the first {offset}")),
 )
 def list_messages(
     state: ChatState,
@@ -660,6 +721,8 @@ def list_messages(
     reads=["mention", "message", "channel", "user"],
     errors=["WORKSPACE_NOT_FOUND"],
     examples=[{}, lambda s: {"workspace_id": _workspace(s)["id"], "limit": 3}],
+    asks=("show my mentions", "find the messages where someone mentioned me", "list the mentions of me in "
+          "{workspace_id}", "show my last {limit} mentions", "check if anyone tagged me in {workspace_id}"),
 )
 def list_my_mentions(
     state: ChatState,
@@ -699,6 +762,11 @@ def list_my_mentions(
             _top_message(s, _channel(s, joined=True))),
         lambda s: (lambda me: {"message_id": me[0]["id"], "emoji": me[1], "remove": True})(_reacted_message(s)),
     ],
+    asks=lambda a: (
+        ("remove my {emoji} reaction from {message_id}", "take my {emoji} reaction off {message_id}",
+         "undo the {emoji} I put on {message_id}") if a.get("remove")
+        else ("react to {message_id} with {emoji}", "add a {emoji} reaction to {message_id}",
+              "put a {emoji} on {message_id}", "drop a {emoji} emoji on {message_id}")),
 )
 def react_to_message(
     state: ChatState,

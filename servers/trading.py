@@ -456,6 +456,27 @@ def _below_market_buy(s: TradingState) -> Record:
     return {"symbol": security["id"], "side": "buy", "quantity": 2, "limit_price": _to_tick(security["bid"] * 0.95)}
 
 
+# -- how investors ask, and what they choose --------------------------------------------------------
+
+SEARCHES = ("bank", "energy", "technology", "health care", "consumer", "financials", "apple", "shell", "tesco",
+            "motor", "disney", "pharma", "oil", "holdings")
+WATCHLIST_NAMES = ("Chips", "Energy", "Dividend payers", "Big Tech", "UK Banks", "Long term", "Speculative",
+                   "Healthcare", "Retail", "To research", "FTSE favourites", "Earnings this week")
+QUANTITIES = (1, 2, 3, 5, 10, 15, 20, 25)
+TIME_IN_FORCE_ASKS = {
+    "gtc": ("put in a good-till-canceled limit order to {side} {quantity} shares of {symbol} at {limit_price}",
+            "{side} {quantity} {symbol} with a limit of {limit_price}, good till canceled",
+            "place a GTC limit to {side} {quantity} shares of {symbol} at {limit_price}"),
+    "day": ("place a day limit order to {side} {quantity} shares of {symbol} at {limit_price}",
+            "{side} {quantity} {symbol} at {limit_price} or better, just for today",
+            "put in a limit order for today: {side} {quantity} shares of {symbol}, limit {limit_price}"),
+    None: ("place a limit order to {side} {quantity} shares of {symbol} at {limit_price}",
+           "{side} {quantity} {symbol} at {limit_price} or better",
+           "put in a limit to {side} {quantity} shares of {symbol}, limit price {limit_price}",
+           "set a limit order: {side} {quantity} of {symbol} at no worse than {limit_price}"),
+}
+
+
 # -- server and tools -----------------------------------------------------------------------------
 
 server = Server(
@@ -476,7 +497,14 @@ WatchlistId = Annotated[str, ref("watchlist", "Id of the watchlist (wl_...), fro
 OrderId = Annotated[str, ref("order", "Id of the order (ord_...), from a place_* tool or list_orders.")]
 
 
-@server.tool(read_only=True, reads=["security"], examples=[{"query": "bank"}, {"query": "a", "exchange": "LSE"}])
+@server.tool(
+    read_only=True,
+    reads=["security"],
+    examples=[{"query": "bank"}, {"query": "a", "exchange": "LSE"}],
+    asks=("look up the ticker for {query}", "search for stocks matching {query}",
+          "find listings on {exchange} that match {query}", "show me what symbols come up for {query}"),
+    values={"query": lambda rng, s: rng.choice(SEARCHES)},
+)
 def search_symbols(
     state: TradingState,
     query: Annotated[str, Field(min_length=1, max_length=60, description=(
@@ -501,6 +529,8 @@ def search_symbols(
     reads=["security"],
     errors=["UNKNOWN_SYMBOL"],
     examples=[{"symbol": "AAPL"}, {"symbol": "vod.l"}],
+    asks=("get me a quote on {symbol}", "tell me what {symbol} is trading at", "check the bid and ask for {symbol}",
+          "show me today's price and range for {symbol}"),
 )
 def get_quote(state: TradingState, symbol: Symbol) -> dict:
     """The latest quote of a listing: last price, bid, ask, previous close, change, day range,
@@ -509,7 +539,13 @@ def get_quote(state: TradingState, symbol: Symbol) -> dict:
     return _quote(state, _security(state, symbol))
 
 
-@server.tool(read_only=True, reads=["watchlist", "security"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["watchlist", "security"],
+    examples=[{}],
+    asks=("show my watchlists", "list the watchlists I've set up", "check how the stocks on my watchlists are doing",
+          "pull up my watchlists with the latest prices"),
+)
 def list_watchlists(state: TradingState) -> dict:
     """The investor's watchlists (id, name, symbols), each symbol with its last price, change in
     percent and whether its market is open."""
@@ -522,6 +558,10 @@ def list_watchlists(state: TradingState) -> dict:
     produces=["watchlist"],
     errors=["WATCHLIST_EXISTS", "WATCHLIST_LIMIT_REACHED", "UNKNOWN_SYMBOL"],
     examples=[{"name": "Chips", "symbols": ["NVDA", "AAPL"]}, {"name": "Energy"}],
+    asks=("create a watchlist called {name}", "start a new watchlist named {name} with {symbols}",
+          "make a {name} watchlist", "set up a watchlist {name} and put {symbols} on it"),
+    values={"name": lambda rng, s: rng.choice(WATCHLIST_NAMES),
+            "symbols": lambda rng, s: rng.sample([listing[0] for listing in SECURITIES], rng.randint(2, 4))},
 )
 def create_watchlist(
     state: TradingState,
@@ -549,6 +589,8 @@ def create_watchlist(
     errors=["WATCHLIST_NOT_FOUND", "UNKNOWN_SYMBOL", "ALREADY_IN_WATCHLIST"],
     examples=[lambda s: {"watchlist_id": s.watchlists.first()["id"],
                          "symbol": s.securities.first(lambda x: x["id"] not in s.watchlists.first()["symbols"])["id"]}],
+    asks=("add {symbol} to {watchlist_id}", "put {symbol} on {watchlist_id}", "start watching {symbol} in "
+          "{watchlist_id}", "track {symbol} on {watchlist_id}"),
 )
 def add_to_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol: Symbol) -> dict:
     """Add a symbol to the end of a watchlist. Returns the watchlist with quotes. Fails with
@@ -567,6 +609,8 @@ def add_to_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol: Sym
     mutates=["watchlist"],
     errors=["WATCHLIST_NOT_FOUND", "NOT_IN_WATCHLIST"],
     examples=[lambda s: {"watchlist_id": s.watchlists.first()["id"], "symbol": s.watchlists.first()["symbols"][0]}],
+    asks=("remove {symbol} from {watchlist_id}", "take {symbol} off {watchlist_id}",
+          "stop watching {symbol} on {watchlist_id}", "drop {symbol} from {watchlist_id}"),
 )
 def remove_from_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol: Symbol) -> dict:
     """Take a symbol off a watchlist. Returns the watchlist with quotes. Fails with
@@ -587,6 +631,10 @@ def remove_from_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol
     errors=["UNKNOWN_SYMBOL", "MARKET_CLOSED", "INSUFFICIENT_BUYING_POWER", "INSUFFICIENT_SHARES"],
     examples=[lambda s: {"symbol": _listing(s, True)["id"], "side": "buy", "quantity": 3},
               lambda s: {"symbol": _sellable(s)["symbol"], "side": "sell", "quantity": 1}],
+    asks=("{side} {quantity} shares of {symbol} at market", "place a market order to {side} {quantity} {symbol}",
+          "{side} {quantity} {symbol} right now at the market price", "put in a market {side} for {quantity} shares "
+          "of {symbol}"),
+    values={"quantity": lambda rng, s: rng.choice(QUANTITIES)},
 )
 def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, quantity: Quantity) -> dict:
     """Buy or sell at the market now: fills in full at the ask (buy) or bid (sell). Only while the
@@ -615,6 +663,8 @@ def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, qua
     examples=[_below_market_buy,
               lambda s: {"symbol": _listing(s, True)["id"], "side": "buy", "quantity": 10,
                          "limit_price": _listing(s, True)["ask"], "time_in_force": "gtc"}],
+    asks=lambda a: TIME_IN_FORCE_ASKS[a.get("time_in_force")],
+    values={"quantity": lambda rng, s: rng.choice(QUANTITIES)},
 )
 def place_limit_order(
     state: TradingState,
@@ -668,6 +718,7 @@ def place_limit_order(
     mutates=["order"],
     errors=["ORDER_NOT_FOUND", "ORDER_NOT_CANCELLABLE"],
     examples=[lambda s: {"order_id": s.orders.first(status="open")["id"]}],
+    asks=("cancel {order_id}", "pull {order_id}", "kill {order_id} before it fills", "withdraw {order_id}"),
 )
 def cancel_order(state: TradingState, order_id: OrderId) -> dict:
     """Cancel a working (open or queued) order; the cash or shares it reserved are freed. Returns
@@ -684,6 +735,8 @@ def cancel_order(state: TradingState, order_id: OrderId) -> dict:
     reads=["order"],
     errors=["ORDER_NOT_FOUND"],
     examples=[lambda s: {"order_id": s.orders.first()["id"]}],
+    asks=("show me {order_id}", "check the status of {order_id}", "check whether {order_id} filled",
+          "find out what happened to {order_id}"),
 )
 def get_order(state: TradingState, order_id: OrderId) -> dict:
     """One order: symbol, side, type, quantity, limit price, time in force, status (open, queued,
@@ -696,6 +749,8 @@ def get_order(state: TradingState, order_id: OrderId) -> dict:
     read_only=True,
     reads=["order"],
     examples=[{}, {"status": "filled", "side": "sell"}, {"symbol": "AAPL", "limit": 5}],
+    asks=("show my order history", "list my {status} orders", "show my recent {side} orders",
+          "list my orders for {symbol}", "show the last {limit} orders I placed", "list my {status} {side} orders"),
 )
 def list_orders(
     state: TradingState,
@@ -714,7 +769,13 @@ def list_orders(
     return paginate(orders, limit=limit, offset=offset, key="orders")
 
 
-@server.tool(read_only=True, reads=["position", "security", "order"], examples=[{}, {"currency": "GBP"}])
+@server.tool(
+    read_only=True,
+    reads=["position", "security", "order"],
+    examples=[{}, {"currency": "GBP"}],
+    asks=("show my positions", "show me which stocks I hold", "list my {currency} holdings",
+          "check how my holdings are doing", "show my portfolio with profit and loss"),
+)
 def list_positions(
     state: TradingState,
     currency: Annotated[Literal["USD", "GBP"] | None, Field(description="Only positions in this currency.")] = None,
@@ -729,7 +790,13 @@ def list_positions(
     return {"positions": positions, "market_value_by_currency": totals}
 
 
-@server.tool(read_only=True, reads=["cash_balance", "order", "position", "security"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["cash_balance", "order", "position", "security"],
+    examples=[{}],
+    asks=("tell me my cash balance", "tell me how much buying power I have", "show my cash and equity per currency",
+          "check how much cash I have to invest"),
+)
 def get_cash_balance(state: TradingState) -> dict:
     """Cash per currency: cash, what open buy orders reserve, buying power (cash less reserved),
     the market value of the positions in that currency and the total equity; plus the account

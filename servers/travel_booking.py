@@ -752,6 +752,48 @@ def _claimable(s: TravelState) -> Record:
     return {"booking_id": s.bookings.first(channel="partner")["id"]}
 
 
+# -- how members ask, and what they choose -----------------------------------------------------------
+
+AIRPORT_QUERIES = ("new york", "London", "Paris", "Chicago", "Toronto", "Mexico", "Seattle", "Boston", "Miami", "LAX",
+                   "international", "Denver", "Austin", "san francisco")
+PASSPORT_COUNTRIES = ("US", "CA", "GB", "FR", "MX", "DE", "IE", "IN", "ES", "IT", "JP", "BR")
+HOTEL_SORT_ASKS = {
+    "price": ("find the cheapest hotels in {city} from {check_in} to {check_out}",
+              "show hotels in {city} for {check_in} to {check_out}, cheapest first",
+              "search {city} hotels for {guests} guests from {check_in} to {check_out}, lowest price first"),
+    "rating": ("find the best-reviewed hotels in {city} from {check_in} to {check_out}",
+               "show hotels in {city} for {check_in} to {check_out}, highest guest rating first",
+               "search {city} for {check_in} to {check_out} and sort by what guests rated best"),
+    "stars": ("find the most upscale hotels in {city} from {check_in} to {check_out}",
+              "show hotels in {city} for {check_in} to {check_out}, most stars first",
+              "search {city} hotels from {check_in} to {check_out}, ordered by star rating"),
+}
+HOTEL_ASKS = ("find hotels in {city} from {check_in} to {check_out}",
+              "search for a hotel in {city}, checking in {check_in} and out {check_out}",
+              "look for a room in {city} for {guests} guests from {check_in} to {check_out}",
+              "find {min_stars}-star or better hotels in {city} for {check_in} to {check_out}",
+              "show hotels in {city} under ${max_nightly_price} a night from {check_in} to {check_out}")
+RATE_PLAN_ASKS = {
+    "non_refundable": ("book {room_id} from {check_in} to {check_out} for {guests} guests on the non-refundable rate",
+                       "reserve {room_id} for {guests}, {check_in} to {check_out}, at the cheaper non-refundable rate",
+                       "grab {room_id} from {check_in} to {check_out} for {guests} people; non-refundable is fine"),
+    "flexible": ("book {room_id} from {check_in} to {check_out} for {guests} guests with free cancellation",
+                 "reserve {room_id} for {guests} people from {check_in} to {check_out} on the flexible rate",
+                 "book {room_id} for {traveller_id}, {check_in} to {check_out}, {guests} guests, refundable rate"),
+    None: ("book {room_id} from {check_in} to {check_out} for {guests} guests",
+           "reserve {room_id} for {guests} people, checking in {check_in} and out {check_out}",
+           "book {room_id} for {traveller_id} from {check_in} to {check_out}, {guests} guests"),
+}
+
+
+def _stay_start(rng: random.Random, s: TravelState) -> str:
+    return (s.today() + dt.timedelta(days=rng.randint(2, 5))).isoformat()
+
+
+def _stay_end(rng: random.Random, s: TravelState) -> str:
+    return (s.today() + dt.timedelta(days=rng.randint(6, 9))).isoformat()
+
+
 # -- the server and its tools --------------------------------------------------------------------------
 
 server = Server(
@@ -766,7 +808,14 @@ server = Server(
 )
 
 
-@server.tool(read_only=True, reads=["flight"], examples=[{"query": "new york"}, {"query": "LHR"}])
+@server.tool(
+    read_only=True,
+    reads=["flight"],
+    examples=[{"query": "new york"}, {"query": "LHR"}],
+    asks=("find airports in {query}", "look up the airport code for {query}", "search airports matching {query}",
+          "tell me which airports match {query} and where they fly nonstop"),
+    values={"query": lambda rng, s: rng.choice(AIRPORT_QUERIES)},
+)
 def find_airports(
     state: TravelState,
     query: Annotated[str, Field(min_length=2, max_length=60, description="Part of a city, airport name, country "
@@ -800,6 +849,10 @@ def _departures_today(state: TravelState, origin: str) -> list[Record]:
         lambda s: (lambda f: {"origin": f["origin"].lower(), "destination": f["destination"], "date": f["date"],
                               "cabin": "business", "passengers": 2})(_future_flight(s)),
     ],
+    asks=("find flights from {origin} to {destination} on {date}", "search {origin} to {destination} flights for "
+          "{date}", "show me what flies from {origin} to {destination} on {date}",
+          "look for {cabin} flights from {origin} to {destination} on {date} for {passengers} people",
+          "price {passengers} seats from {origin} to {destination} on {date}"),
 )
 def search_flights(
     state: TravelState,
@@ -841,6 +894,8 @@ def search_flights(
     reads=["flight", "fare"],
     errors=["FLIGHT_NOT_FOUND"],
     examples=[lambda s: {"flight_id": _future_flight(s)["id"]}],
+    asks=("show me the details of {flight_id}", "pull up {flight_id}",
+          "tell me about {flight_id}: times, fares and free seats", "check how many seats are left on {flight_id}"),
 )
 def get_flight(state: TravelState, flight_id: FlightId) -> dict:
     """One flight in full: number, airline, route, times (UTC), duration, distance, aircraft,
@@ -859,6 +914,10 @@ def get_flight(state: TravelState, flight_id: FlightId) -> dict:
     errors=["FARE_NOT_FOUND"],
     examples=[lambda s: {"fare_id": s.fares.first(family="basic")["id"]},
               lambda s: {"fare_id": s.fares.first(family="flex", cabin="business")["id"], "passengers": 3}],
+    asks=("show the rules of {fare_id}", "tell me whether {fare_id} is refundable or changeable",
+          "explain the fare rules of {fare_id} for {passengers} passengers",
+          "check what cancelling {fare_id} would cost for {passengers} people",
+          "look up the baggage and seat rules of {fare_id}"),
 )
 def get_fare_rules(
     state: TravelState,
@@ -894,6 +953,8 @@ def get_fare_rules(
     errors=["FLIGHT_NOT_FOUND"],
     examples=[lambda s: {"flight_id": _future_flight(s)["id"]},
               lambda s: {"flight_id": _future_flight(s)["id"], "cabin": "business"}],
+    asks=("show the seat map of {flight_id}", "show me which seats are free on {flight_id}",
+          "pull up the {cabin} seat map for {flight_id}", "list the open {cabin} seats on {flight_id}"),
 )
 def get_seat_map(
     state: TravelState,
@@ -925,6 +986,8 @@ def get_seat_map(
             "SEAT_SELECTION_NOT_ALLOWED", "TRAVELLER_NOT_ON_BOOKING", "SEAT_NOT_FOUND", "SEAT_NOT_IN_CABIN",
             "SEAT_TAKEN"],
     examples=[_seat_example],
+    asks=("pick seat {seat} for {traveller_id} on {booking_id}", "put {traveller_id} in {seat} on {booking_id}",
+          "move {traveller_id} to seat {seat}", "reserve seat {seat} on {booking_id}"),
 )
 def select_seat(
     state: TravelState,
@@ -969,6 +1032,8 @@ def select_seat(
     examples=[lambda s: {**{k: v for k, v in _hotel_example(s).items() if k != "hotel_id"}, "city": "Los Angeles"},
               lambda s: {**{k: v for k, v in _hotel_example(s).items() if k != "hotel_id"}, "city": "lhr",
                          "min_stars": 3, "sort": "price"}],
+    asks=lambda a: HOTEL_SORT_ASKS.get(a.get("sort"), HOTEL_ASKS),
+    values={"city": lambda rng, s: rng.choice([a[1] for a in AIRPORTS.values()] + list(AIRPORTS)[:4])},
 )
 def search_hotels(
     state: TravelState,
@@ -1018,6 +1083,8 @@ def search_hotels(
     reads=["hotel", "room"],
     errors=["HOTEL_NOT_FOUND"],
     examples=[lambda s: {"hotel_id": s.hotels.first()["id"]}],
+    asks=("show me {hotel_id}", "tell me about {hotel_id}: rooms, amenities and check-in time", "look up {hotel_id}",
+          "list the room types at {hotel_id}"),
 )
 def get_hotel(state: TravelState, hotel_id: HotelId) -> dict:
     """One hotel in full: name, stars, guest rating, address, amenities, check-in and check-out
@@ -1032,6 +1099,10 @@ def get_hotel(state: TravelState, hotel_id: HotelId) -> dict:
     reads=["hotel", "room"],
     errors=["HOTEL_NOT_FOUND", "BAD_DATE", "INVALID_DATE_RANGE", "CHECK_IN_IN_PAST", "STAY_TOO_LONG"],
     examples=[_hotel_example, lambda s: _hotel_example(s, guests=4)],
+    asks=("get room rates at {hotel_id} from {check_in} to {check_out}",
+          "price a stay at {hotel_id} from {check_in} to {check_out}",
+          "check prices at {hotel_id} for {guests} guests, {check_in} to {check_out}",
+          "compare the flexible and non-refundable rates at {hotel_id} for {check_in} to {check_out}"),
 )
 def get_room_rates(
     state: TravelState,
@@ -1066,6 +1137,10 @@ def get_room_rates(
     errors=["FARE_NOT_FOUND", "TRAVELLER_NOT_FOUND", "PASSENGER_COUNT_MISMATCH", "DUPLICATE_TRAVELLER",
             "DEPARTURE_IN_PAST", "FARE_SOLD_OUT", "PASSPORT_REQUIRED"],
     examples=[_booking_example],
+    asks=("book {fare_id} for {passengers} passengers: {traveller_ids}",
+          "buy {fare_id} for {passengers} travellers ({traveller_ids})",
+          "reserve {passengers} seats on {fare_id} for travellers {traveller_ids}",
+          "go ahead and book {fare_id} for {traveller_ids}, {passengers} people in total"),
 )
 def book_flight(
     state: TravelState,
@@ -1109,6 +1184,8 @@ def book_flight(
     errors=["ROOM_NOT_FOUND", "TRAVELLER_NOT_FOUND", "BAD_DATE", "INVALID_DATE_RANGE", "CHECK_IN_IN_PAST",
             "STAY_TOO_LONG", "TOO_MANY_GUESTS", "ROOM_SOLD_OUT"],
     examples=[_hotel_booking_example],
+    asks=lambda a: RATE_PLAN_ASKS[a.get("rate_plan")],
+    values={"check_in": _stay_start, "check_out": _stay_end},
 )
 def book_hotel(
     state: TravelState,
@@ -1140,6 +1217,8 @@ def book_hotel(
     reads=["booking", "traveller", "loyalty_activity"],
     errors=["BOOKING_NOT_FOUND"],
     examples=[lambda s: {"booking_id": s.bookings.first()["id"]}],
+    asks=("show me {booking_id}", "pull up the details of {booking_id}",
+          "tell me what I'd get back if I cancelled {booking_id}", "check the status of {booking_id}"),
 )
 def get_booking(state: TravelState, booking_id: BookingId) -> dict:
     """One booking in full: kind (flight or hotel), status, confirmation code, trip status
@@ -1158,6 +1237,9 @@ def get_booking(state: TravelState, booking_id: BookingId) -> dict:
     read_only=True,
     reads=["booking", "traveller"],
     examples=[{}, {"kind": "flight", "status": "confirmed", "when": "upcoming"}],
+    asks=("show all my bookings", "list my {kind} bookings", "show my {when} trips", "list my {status} bookings",
+          "show my {when} {kind} bookings that are {status}", "show the next {limit} bookings after the first "
+          "{offset}"),
 )
 def list_bookings(
     state: TravelState,
@@ -1186,6 +1268,8 @@ def list_bookings(
             "TRIP_ALREADY_STARTED", "NON_CHANGEABLE_FARE", "ALREADY_ON_FLIGHT", "DIFFERENT_ROUTE", "DEPARTURE_IN_PAST",
             "FARE_SOLD_OUT"],
     examples=[_change_example],
+    asks=("move {booking_id} to {new_flight_id}", "change {booking_id} over to {new_flight_id}",
+          "switch {booking_id} to {new_flight_id} instead", "rebook {booking_id} on {new_flight_id}"),
 )
 def change_flight(
     state: TravelState,
@@ -1246,6 +1330,8 @@ def change_flight(
     errors=["BOOKING_NOT_FOUND", "BOOKING_ALREADY_CANCELLED", "TRIP_ALREADY_STARTED"],
     examples=[lambda s: {"booking_id": _upcoming_booking(s)["id"]},
               lambda s: {"booking_id": s.bookings.first(kind="hotel", rate_plan="non_refundable")["id"]}],
+    asks=("cancel {booking_id}", "call off {booking_id} and refund what you can", "go ahead and cancel {booking_id}",
+          "drop {booking_id}, we're not going"),
 )
 def cancel_booking(state: TravelState, booking_id: BookingId) -> dict:
     """Cancel a flight or hotel booking before the trip starts. Refunds to the card per the rules:
@@ -1269,6 +1355,22 @@ def cancel_booking(state: TravelState, booking_id: BookingId) -> dict:
     examples=[{"first_name": "Ingrid", "last_name": "Olsen", "date_of_birth": "1988-04-17",
                "passport_number": "K48213977", "passport_country": "NO", "passport_expiry": "2031-09-30",
                "email": "ingrid.olsen@example.com"}],
+    asks=("add {first_name} {last_name}, born {date_of_birth}, as a traveller",
+          "save a traveller: {first_name} {last_name}, date of birth {date_of_birth}",
+          "add {first_name} {last_name} (born {date_of_birth}) with passport {passport_number} from "
+          "{passport_country}, expiring {passport_expiry}",
+          "put {first_name} {last_name}, born {date_of_birth}, on my profile with the e-mail {email}",
+          "add traveller {first_name} {last_name}, born {date_of_birth}, passport {passport_number} issued by "
+          "{passport_country} valid until {passport_expiry}, e-mail {email}"),
+    values={"first_name": lambda rng, s: rng.choice(fake.FIRST_NAMES),
+            "last_name": lambda rng, s: rng.choice(fake.LAST_NAMES),
+            "date_of_birth": lambda rng, s: fake.date_between(rng, dt.date(1950, 1, 1), dt.date(2012, 12, 31))
+            .isoformat(),
+            "passport_number": lambda rng, s: rng.choice("ABCKLMNPX") + fake.digits(rng, 8),
+            "passport_country": lambda rng, s: rng.choice(PASSPORT_COUNTRIES),
+            "passport_expiry": lambda rng, s: fake.date_between(rng, s.today() + dt.timedelta(days=200),
+                                                                s.today() + dt.timedelta(days=3600)).isoformat(),
+            "email": lambda rng, s: fake.email_for(fake.full_name(rng), rng)},
 )
 def add_traveller(
     state: TravelState,
@@ -1314,14 +1416,26 @@ def add_traveller(
     return {"traveller_id": traveller["id"], **_traveller_view(state, traveller)}
 
 
-@server.tool(read_only=True, reads=["traveller"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["traveller"],
+    examples=[{}],
+    asks=("list my travellers", "show the travellers saved on my profile",
+          "show me whose passports are on file and when they expire", "show everyone I can book trips for"),
+)
 def list_travellers(state: TravelState) -> dict:
     """The travellers on the member's profile: traveller id, names, date of birth and age, contact
     details, passport number, country and expiry, and passport_status (valid, expired, missing)."""
     return {"travellers": [_traveller_view(state, t) for t in state.travellers]}
 
 
-@server.tool(read_only=True, reads=["loyalty_account", "loyalty_activity"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["loyalty_account", "loyalty_activity"],
+    examples=[{}],
+    asks=("show my loyalty points", "tell me how many points I have", "check my loyalty tier and recent points "
+          "activity", "show what my points are worth"),
+)
 def get_loyalty_account(state: TravelState) -> dict:
     """The member's loyalty account: member number, tier, points balance and its cash value (1
     point = 0.01 USD), the redemption rules, and the 10 latest point movements (earn, redeem,
@@ -1341,6 +1455,9 @@ def get_loyalty_account(state: TravelState) -> dict:
     errors=["BOOKING_NOT_FOUND", "BOOKING_ALREADY_CANCELLED", "TRIP_ALREADY_STARTED", "INSUFFICIENT_POINTS",
             "REDEMPTION_EXCEEDS_FARE"],
     examples=[lambda s: {"booking_id": _upcoming_booking(s)["id"], "points": 2000}],
+    asks=("use {points} points on {booking_id}", "redeem {points} points against {booking_id}",
+          "pay for part of {booking_id} with {points} points", "knock {points} points off {booking_id}"),
+    values={"points": lambda rng, s: rng.choice((1000, 1500, 2000, 2500, 3000, 5000))},
 )
 def redeem_points(
     state: TravelState,
@@ -1377,6 +1494,8 @@ def redeem_points(
     mutates=["booking", "loyalty_account"],
     errors=["BOOKING_NOT_FOUND", "BOOKING_ALREADY_CANCELLED", "TRIP_NOT_COMPLETED", "POINTS_ALREADY_CREDITED"],
     examples=[_claimable],
+    asks=("claim the missing points for {booking_id}", "claim the points I never got for {booking_id}",
+          "request the loyalty points owed on {booking_id}", "get my points credited for {booking_id}"),
 )
 def claim_missing_points(state: TravelState, booking_id: BookingId) -> dict:
     """Claim the points of a completed trip that were never credited (booked through a partner).

@@ -345,6 +345,47 @@ def _id(vehicle: Record, **extra: Any) -> Record:
     return {"vehicle_id": vehicle["id"], **extra}
 
 
+# -- how drivers ask, and what they choose -----------------------------------------------------------
+
+NEARBY_DESTINATIONS = ("Office", "Ferry Building", "San Francisco International Airport", "Stanford Shopping Center",
+                       "Santa Cruz Beach Boardwalk", "Napa Valley Welcome Center", "Supercharger Gilroy",
+                       "535 Mission St, San Francisco, CA 94105", "1 Ferry Building, San Francisco, CA 94111",
+                       "660 Stanford Shopping Center, Palo Alto, CA 94304", "Home")
+CLIMATE_ASKS = {
+    "on": {True: ("turn the climate on", "start the climate control", "switch the A/C on"),
+           False: ("turn the climate off", "shut off the climate control", "switch the A/C off")},
+    "target_temp_c": ("set it to {target_temp_c}°C", "make it {target_temp_c} degrees inside",
+                      "set the cabin to {target_temp_c} degrees"),
+    "fan_speed": ("set the fan to {fan_speed}", "put the fan on speed {fan_speed}",
+                  "turn the fan to level {fan_speed}"),
+    "front_defrost": {True: ("turn on the windshield defrost", "defrost the windshield", "clear the fogged windshield"),
+                      False: ("turn off the windshield defrost", "stop defrosting the windshield",
+                              "switch the front defrost off")},
+    "rear_defrost": {True: ("turn on the rear defrost", "heat the rear window", "switch the rear window heater on"),
+                     False: ("turn off the rear defrost", "stop heating the rear window",
+                             "switch the rear window heater off")},
+}
+LIGHTS_ASKS = {
+    "headlights": {"on": ("turn the headlights on", "switch on the headlights", "put the lights on"),
+                   "off": ("turn the headlights off", "switch off the headlights", "kill the headlights"),
+                   "auto": ("set the headlights to auto", "put the headlights on automatic",
+                            "let the headlights switch on and off by themselves")},
+    "hazards": {True: ("turn on the hazards", "switch the hazard lights on", "put the flashers on"),
+                False: ("turn off the hazards", "switch the hazard lights off", "stop the flashers")},
+}
+
+
+def _phrased(asks: dict[str, Any], a: Any, fallback: tuple[str, ...]) -> tuple[str, ...]:
+    """One phrase per setting the call gives (worded by its value where the wording depends on it),
+    joined into three requests; ``fallback`` when none is given."""
+    parts = [p[a[key]] if isinstance(p, dict) else p for key, p in asks.items() if a.get(key) is not None]
+    if not parts:
+        return fallback
+    joined = [", ".join(p[i] for p in parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1][i]
+              for i in range(3)]
+    return (f"{joined[0]} in {{vehicle_id}}", f"in {{vehicle_id}}, {joined[1]}", joined[2])
+
+
 # -- the server and its tools --------------------------------------------------------------------------
 
 server = Server(
@@ -358,7 +399,14 @@ server = Server(
 )
 
 
-@server.tool(read_only=True, reads=["vehicle"], examples=[{}])
+@server.tool(
+    read_only=True,
+    reads=["vehicle"],
+    examples=[{}],
+    asks=("list our cars", "show all the vehicles in the household",
+          "show me where each of our cars is and how much charge or fuel it has",
+          "give me an overview of our vehicles"),
+)
 def list_vehicles(state: VehicleState) -> dict:
     """The household's vehicles: vehicle_id, nickname, make, model, year, powertrain (electric or
     gasoline), power state (awake or asleep), gear, speed, battery or fuel level, range and
@@ -371,6 +419,8 @@ def list_vehicles(state: VehicleState) -> dict:
     reads=["vehicle", "charging_session"],
     errors=["VEHICLE_NOT_FOUND"],
     examples=[lambda s: _id(s.vehicles.first()), lambda s: _id(_driving(s))],
+    asks=("show the status of {vehicle_id}", "check on {vehicle_id}", "tell me everything about {vehicle_id} right now",
+          "check whether {vehicle_id} is locked and how much range it has"),
 )
 def get_vehicle_status(state: VehicleState, vehicle_id: VehicleId) -> dict:
     """Everything about one vehicle (a sleeping one reports its last known state): gear, speed,
@@ -387,6 +437,7 @@ def get_vehicle_status(state: VehicleState, vehicle_id: VehicleId) -> dict:
     mutates=["vehicle"],
     errors=["VEHICLE_NOT_FOUND"],
     examples=[lambda s: _id(_asleep(s))],
+    asks=("wake up {vehicle_id}", "wake {vehicle_id} so it takes commands", "get {vehicle_id} out of sleep mode"),
 )
 def wake_vehicle(state: VehicleState, vehicle_id: VehicleId) -> dict:
     """Wake a sleeping vehicle so it accepts commands (an awake one is returned unchanged).
@@ -402,6 +453,8 @@ def wake_vehicle(state: VehicleState, vehicle_id: VehicleId) -> dict:
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "SPEED_TOO_HIGH", "CHARGE_CABLE_CONNECTED", "DOOR_OPEN",
             "TRUNK_OPEN"],
     examples=[lambda s: _id(_driving(s), gear="N"), lambda s: _id(_ready_to_drive(s), gear="D")],
+    asks=("shift {vehicle_id} into {gear}", "put {vehicle_id} in {gear}", "change gear to {gear}",
+          "move the gear selector of {vehicle_id} to {gear}"),
 )
 def shift_gear(
     state: VehicleState,
@@ -439,6 +492,12 @@ def shift_gear(
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "NOT_IN_DRIVE", "DOOR_OPEN", "TRUNK_OPEN",
             "WINDOW_LIMITED_AT_SPEED"],
     examples=[lambda s: _id(_driving(s), speed_kmh=70), lambda s: _id(_driving(s), speed_kmh=0)],
+    asks=lambda a: (
+        ("bring {vehicle_id} down to {speed_kmh} km/h and stop", "slow {vehicle_id} to {speed_kmh} km/h, a full stop",
+         "set the target speed of {vehicle_id} to {speed_kmh} so it stops") if a.get("speed_kmh") == 0
+        else ("set the cruise speed of {vehicle_id} to {speed_kmh} km/h", "cruise at {speed_kmh} km/h",
+              "change the target speed to {speed_kmh} km/h", "hold {vehicle_id} at {speed_kmh} km/h")),
+    values={"speed_kmh": lambda rng, s: rng.choice((40, 50, 60, 70, 80, 90, 100, 110))},
 )
 def set_cruise_speed(
     state: VehicleState,
@@ -472,6 +531,8 @@ def set_cruise_speed(
     mutates=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "DOOR_OPEN", "ALREADY_LOCKED"],
     examples=[lambda s: _id(_on_home_charger(s))],
+    asks=("lock {vehicle_id}", "lock all the doors of {vehicle_id}", "lock up {vehicle_id}",
+          "make sure {vehicle_id} is locked"),
 )
 def lock_doors(state: VehicleState, vehicle_id: VehicleId) -> dict:
     """Lock all doors (central locking). Returns each door's state. Fails with DOOR_OPEN (close it
@@ -494,6 +555,12 @@ def lock_doors(state: VehicleState, vehicle_id: VehicleId) -> dict:
     mutates=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "UNSAFE_WHILE_DRIVING", "ALREADY_UNLOCKED"],
     examples=[lambda s: _id(_woken(s)), lambda s: _id(_woken(s), door="driver_front")],
+    asks=lambda a: (
+        ("unlock {vehicle_id}", "unlock all the doors of {vehicle_id}", "open up the locks on {vehicle_id}")
+        if a.get("door", "all") == "all"
+        else ("unlock the {door} door of {vehicle_id}", "unlock just the {door} door",
+              "release the lock on the {door} door of {vehicle_id}")),
+    values={"door": lambda rng, s: rng.choice(DOORS)},
 )
 def unlock_doors(
     state: VehicleState,
@@ -522,6 +589,8 @@ def unlock_doors(
             "DOOR_ALREADY_CLOSED"],
     examples=[lambda s: _id(_low_battery(s), door="rear_left", action="close"),
               lambda s: _id(_on_home_charger(s), door="passenger_front", action="open")],
+    asks=("{action} the {door} door of {vehicle_id}", "{action} the {door} door",
+          "remotely {action} the {door} door on {vehicle_id}", "{action} the {door} door for me"),
 )
 def operate_door(
     state: VehicleState,
@@ -554,6 +623,13 @@ def operate_door(
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "WINDOW_LIMITED_AT_SPEED"],
     examples=[lambda s: _id(_on_home_charger(s), window="driver_front", position_pct=40),
               lambda s: _id(_driving(s), window="all", position_pct=20)],
+    asks=lambda a: (
+        ("set {window} the windows of {vehicle_id} to {position_pct}% open", "put {window} windows at {position_pct}%",
+         "move {window} the windows to {position_pct} percent open") if a.get("window") == "all"
+        else ("set the {window} window of {vehicle_id} to {position_pct}% open",
+              "put the {window} window at {position_pct}%", "move the {window} window to {position_pct} percent open")),
+    values={"window": lambda rng, s: rng.choice(("all", *DOORS)),
+            "position_pct": lambda rng, s: rng.choice((10, 20, 25, 30, 40, 50))},
 )
 def set_window(
     state: VehicleState,
@@ -581,6 +657,11 @@ def set_window(
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "NOTHING_TO_CHANGE", "BATTERY_TOO_LOW", "DOORS_NOT_LOCKED"],
     examples=[lambda s: _id(_on_home_charger(s), on=True, target_temp_c=21.5),
               lambda s: _id(_woken(s), on=True, front_defrost=True)],
+    asks=lambda a: _phrased(CLIMATE_ASKS, a, ("set the cabin of {vehicle_id} to {target_temp_c} degrees",
+                                              "make it {target_temp_c}°C in {vehicle_id}",
+                                              "warm or cool the car to {target_temp_c} degrees")),
+    values={"target_temp_c": lambda rng, s: rng.choice((18.0, 19.0, 20.0, 20.5, 21.0, 21.5, 22.0, 23.0, 24.0)),
+            "fan_speed": lambda rng, s: rng.choice((1, 2, 3, 4, 5))},
 )
 def set_climate(
     state: VehicleState,
@@ -633,6 +714,9 @@ def set_climate(
     mutates=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "SEAT_HEATER_NOT_AVAILABLE", "CLIMATE_OFF"],
     examples=[lambda s: _id(_with_climate_on(s), seat="driver", level=2)],
+    asks=("set the {seat} seat heater to level {level}", "warm the {seat} seat in {vehicle_id} to level {level}",
+          "put the {seat} seat heat at {level} in {vehicle_id}", "turn the {seat} seat heater to {level} out of 3"),
+    values={"level": lambda rng, s: rng.choice((1, 2, 3))},
 )
 def set_seat_heater(
     state: VehicleState,
@@ -662,6 +746,8 @@ def set_seat_heater(
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "CHARGING_NOT_SUPPORTED", "UNSAFE_WHILE_DRIVING", "NOT_PLUGGED_IN",
             "ALREADY_CHARGING", "CHARGE_LIMIT_REACHED"],
     examples=[lambda s: _id(_on_home_charger(s))],
+    asks=("start charging {vehicle_id}", "begin a charging session on {vehicle_id}", "charge {vehicle_id} now",
+          "get {vehicle_id} charging"),
 )
 def start_charging(state: VehicleState, vehicle_id: VehicleId) -> dict:
     """Start charging an electric vehicle that is parked (P) and plugged in; it charges up to its
@@ -699,6 +785,7 @@ def start_charging(state: VehicleState, vehicle_id: VehicleId) -> dict:
     mutates=["vehicle", "charging_session"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "CHARGING_NOT_SUPPORTED", "NOT_CHARGING"],
     examples=[lambda s: _id(_charging(s))],
+    asks=("stop charging {vehicle_id}", "end the charging session of {vehicle_id}", "cut the charge on {vehicle_id}"),
 )
 def stop_charging(state: VehicleState, vehicle_id: VehicleId) -> dict:
     """Stop charging. Returns the finished session (energy added in kWh, end level) and the new
@@ -718,6 +805,9 @@ def stop_charging(state: VehicleState, vehicle_id: VehicleId) -> dict:
     mutates=["vehicle", "charging_session"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "CHARGING_NOT_SUPPORTED", "CHARGE_LIMIT_OUT_OF_RANGE"],
     examples=[lambda s: _id(_on_home_charger(s), limit_pct=90)],
+    asks=("set the charge limit of {vehicle_id} to {limit_pct}%", "charge {vehicle_id} up to {limit_pct}% from now on",
+          "cap charging at {limit_pct}%", "change the max charge of {vehicle_id} to {limit_pct} percent"),
+    values={"limit_pct": lambda rng, s: rng.choice((60, 70, 80, 85, 90, 95, 100))},
 )
 def set_charge_limit(
     state: VehicleState,
@@ -751,6 +841,14 @@ def set_charge_limit(
             "BATTERY_TOO_LOW", "FUEL_TOO_LOW"],
     examples=[lambda s: _id(_on_home_charger(s), address="Ferry Building"),
               lambda s: _id(_on_home_charger(s), latitude=37.8199, longitude=-122.4783)],
+    asks=lambda a: (
+        ("navigate {vehicle_id} to {latitude}, {longitude}", "set the destination to the coordinates {latitude}, "
+         "{longitude}", "route me to latitude {latitude}, longitude {longitude}") if a.get("latitude") is not None
+        else ("navigate {vehicle_id} to {address}", "set the destination to {address}", "take me to {address}",
+              "start directions to {address} in {vehicle_id}")),
+    values={"address": lambda rng, s: rng.choice(NEARBY_DESTINATIONS),
+            "latitude": lambda rng, s: round(rng.uniform(37.72, 37.81), 4),
+            "longitude": lambda rng, s: round(rng.uniform(-122.50, -122.39), 4)},
 )
 def set_destination(
     state: VehicleState,
@@ -789,6 +887,9 @@ def set_destination(
     reads=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "NO_ACTIVE_ROUTE"],
     examples=[lambda s: _id(_driving(s))],
+    asks=("tell me when {vehicle_id} will arrive", "show the ETA of {vehicle_id}",
+          "check how far {vehicle_id} still has to go",
+          "tell me how much energy {vehicle_id} will have when it gets there"),
 )
 def get_route_eta(state: VehicleState, vehicle_id: VehicleId) -> dict:
     """The active route's remaining distance, duration, estimated arrival time (UTC) and the
@@ -810,6 +911,8 @@ def get_route_eta(state: VehicleState, vehicle_id: VehicleId) -> dict:
     mutates=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "NO_ACTIVE_ROUTE"],
     examples=[lambda s: _id(_driving(s))],
+    asks=("cancel the navigation in {vehicle_id}", "stop the route on {vehicle_id}", "end navigation",
+          "clear the destination in {vehicle_id}"),
 )
 def cancel_navigation(state: VehicleState, vehicle_id: VehicleId) -> dict:
     """End the active navigation route. Returns the cancelled route. Fails with NO_ACTIVE_ROUTE or
@@ -828,6 +931,8 @@ def cancel_navigation(state: VehicleState, vehicle_id: VehicleId) -> dict:
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "UNSAFE_WHILE_DRIVING", "TRUNK_ALREADY_OPEN",
             "TRUNK_ALREADY_CLOSED"],
     examples=[lambda s: _id(_low_battery(s), action="close"), lambda s: _id(_on_home_charger(s), action="open")],
+    asks=("{action} the trunk of {vehicle_id}", "{action} the trunk", "remotely {action} the trunk on {vehicle_id}",
+          "{action} the rear hatch of {vehicle_id}"),
 )
 def operate_trunk(
     state: VehicleState,
@@ -855,6 +960,9 @@ def operate_trunk(
     mutates=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "NOTHING_TO_CHANGE", "UNSAFE_WHILE_DRIVING"],
     examples=[lambda s: _id(_driving(s), headlights="on"), lambda s: _id(_on_home_charger(s), hazards=True)],
+    asks=lambda a: _phrased(LIGHTS_ASKS, a, ("set the headlights of {vehicle_id} to {headlights}",
+                                             "switch the headlights of {vehicle_id} to {headlights}",
+                                             "change the headlight mode to {headlights}")),
 )
 def set_lights(
     state: VehicleState,
@@ -882,6 +990,11 @@ def set_lights(
     mutates=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "VEHICLE_ASLEEP", "UNSAFE_WHILE_DRIVING"],
     examples=[lambda s: _id(_on_home_charger(s)), lambda s: _id(_on_home_charger(s), flash_lights=False)],
+    asks=lambda a: (
+        ("honk the horn of {vehicle_id} without flashing the lights", "just sound the horn on {vehicle_id}, no lights",
+         "beep {vehicle_id} but keep the lights off") if a.get("flash_lights") is False
+        else ("honk the horn of {vehicle_id}", "beep and flash {vehicle_id} so I can find it",
+              "help me find {vehicle_id} in the car park by honking", "sound the horn on {vehicle_id}")),
 )
 def honk_horn(
     state: VehicleState,

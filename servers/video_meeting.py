@@ -386,6 +386,47 @@ def _later(s: MeetingState, days: int, hour: int) -> str:
     return _iso(dt.datetime.combine(day, dt.time(hour), tzinfo=dt.UTC))
 
 
+# -- how organizers ask, and what they choose ---------------------------------------------------------
+
+GUEST_DOMAINS = (ORG_DOMAIN, ORG_DOMAIN, "partner.example.org", "client.example.net")
+AGENDAS = ("Walk through the new onboarding screens.", "Review last quarter's numbers and agree on next steps.",
+           "Go over open risks before the release.", "Intros, goals for the quarter, then Q&A.",
+           "Demo of the prototype, then feedback.", "Decide on the vendor shortlist.",
+           "Status per workstream, blockers, owners.", "Candidate debrief and hiring decision.")
+CANCEL_REASONS = ("Moved to Slack", "Rescheduling to next week", "The host is out sick", "No longer needed",
+                  "Merged into the weekly sync", "Waiting on the client's feedback first", "Clashes with the all-hands",
+                  "Key people are out this week")
+UPCOMING_ASKS = {
+    "host": ("show the meetings I'm hosting in the next {days} days", "list the meetings I organize coming up",
+             "show me what I'm hosting soon"),
+    "invited": ("show the meetings I'm invited to in the next {days} days",
+                "list upcoming meetings other people invited me to", "show me which invitations I have coming up"),
+    "any": ("show my upcoming meetings", "list my meetings for the next {days} days",
+            "show what's on my meeting schedule this week", "show my next {limit} meetings"),
+}
+
+
+def _upcoming_asks(a: Any) -> tuple[str, ...]:
+    found = UPCOMING_ASKS[a.get("role", "any")]
+    if a.get("include_cancelled"):
+        found = tuple(t + tail for t, tail in zip(found, (", including cancelled ones", ", cancelled ones too",
+                                                          " and include the cancelled ones"), strict=False))
+    return found
+
+
+def _guests(rng: random.Random, s: MeetingState) -> list[str]:
+    """One to three people to invite, colleagues or guests, by e-mail."""
+    return [f"{first.lower()}.{last.lower()}@{rng.choice(GUEST_DOMAINS)}"
+            for first, last in (fake.person(rng) for _ in range(rng.randint(1, 3)))]
+
+
+def _future_start(rng: random.Random, s: MeetingState) -> str:
+    """A slot after every seeded booking (they run two weeks ahead), in working hours."""
+    day = s.today() + dt.timedelta(days=rng.randint(HORIZON_DAYS + 1, HORIZON_DAYS + 14))
+    return _iso(dt.datetime.combine(day, dt.time(rng.choice((9, 10, 11, 13, 14, 15, 16)), rng.choice((0, 30))),
+                                    tzinfo=dt.UTC))
+
+
 # -- the server and its tools ----------------------------------------------------------------------
 
 server = Server(
@@ -414,6 +455,10 @@ Minutes = Annotated[int, Field(ge=5, le=480, description="Length in minutes (5-4
     reads=["room", "meeting"],
     errors=["BAD_DATETIME"],
     examples=[{}, lambda s: {"min_capacity": 10, "start": _later(s, 1, 14), "duration_minutes": 60}],
+    asks=("list the meeting rooms", "show rooms that fit at least {min_capacity} people",
+          "find a room free at {start} for {duration_minutes} minutes",
+          "show which rooms for {min_capacity} or more people are free at {start}",
+          "show which rooms have cloud recording"),
 )
 def list_rooms(
     state: MeetingState,
@@ -451,6 +496,19 @@ def list_rooms(
         lambda s: {"title": "Focus time", "start": _later(s, 22, 9), "duration_minutes": 120,
                    "room_id": s.rooms.first()["id"], "waiting_room": False},
     ],
+    asks=lambda a: (
+        ('book "{title}" at {start} for {duration_minutes} minutes without a waiting room',
+         'schedule "{title}" at {start}, {duration_minutes} minutes, and let people join directly',
+         'set up "{title}" on {start} for {duration_minutes} minutes in {room_id} with the waiting room off')
+        if a.get("waiting_room") is False
+        else ('schedule "{title}" at {start} for {duration_minutes} minutes',
+              'book {room_id} for "{title}" on {start}, {duration_minutes} minutes, and invite {invitees}',
+              'set up a {duration_minutes}-minute meeting called "{title}" at {start}',
+              'schedule "{title}" for {start}, {duration_minutes} minutes, with the agenda "{agenda}"',
+              'put "{title}" on the calendar at {start} for {duration_minutes} minutes and invite {invitees}')),
+    values={"title": lambda rng, s: rng.choice(TITLES), "start": _future_start,
+            "duration_minutes": lambda rng, s: rng.choice(DURATIONS), "invitees": _guests,
+            "agenda": lambda rng, s: rng.choice(AGENDAS)},
 )
 def schedule_meeting(
     state: MeetingState,
@@ -495,6 +553,8 @@ def schedule_meeting(
     examples=[lambda s: {"meeting_id": _with_waiting(s)[0]["id"]},
               lambda s: {"meeting_id": s.meetings.first(lambda m: m["host_email"] != _me(s)["email"] and s.invitations
                                                         .first(meeting_id=m["id"], email=_me(s)["email"]))["id"]}],
+    asks=("show me {meeting_id}", "pull up the details of {meeting_id}",
+          "check who's in {meeting_id} and who's waiting", "show the join link and agenda of {meeting_id}"),
 )
 def get_meeting(state: MeetingState, meeting_id: MeetingId) -> dict:
     """One meeting you host or are invited to: time, status (upcoming, live, ended, cancelled),
@@ -512,6 +572,7 @@ def get_meeting(state: MeetingState, meeting_id: MeetingId) -> dict:
     read_only=True,
     reads=["meeting", "invitation", "room"],
     examples=[{}, {"role": "host", "days": 14, "include_cancelled": True}],
+    asks=_upcoming_asks,
 )
 def list_upcoming_meetings(
     state: MeetingState,
@@ -546,6 +607,9 @@ def list_upcoming_meetings(
     mutates=["meeting"],
     errors=["MEETING_NOT_FOUND", "NOT_HOST", "MEETING_CANCELLED", "MEETING_ENDED", "MEETING_ALREADY_STARTED"],
     examples=[lambda s: {"meeting_id": _hosted(s, "upcoming", status="scheduled")["id"], "reason": "Moved to Slack"}],
+    asks=("cancel {meeting_id}", 'call off {meeting_id} and tell people "{reason}"',
+          'cancel {meeting_id} with the note "{reason}"', "scrap {meeting_id} and free the room"),
+    values={"reason": lambda rng, s: rng.choice(CANCEL_REASONS)},
 )
 def cancel_meeting(
     state: MeetingState,
@@ -572,6 +636,9 @@ def cancel_meeting(
     errors=["MEETING_NOT_FOUND", "NOT_HOST", "MEETING_CANCELLED", "MEETING_ENDED", "ALREADY_INVITED",
             "ROOM_CAPACITY_EXCEEDED"],
     examples=[lambda s: {"meeting_id": _spare_seat(s)["id"], "emails": ["jonas.weber@partner.example.org"]}],
+    asks=("invite {emails} to {meeting_id}", "add {emails} to the invite list of {meeting_id}",
+          "send an invitation for {meeting_id} to {emails}", "get {emails} on {meeting_id}"),
+    values={"emails": _guests},
 )
 def invite_participants(state: MeetingState, meeting_id: MeetingId, emails: Emails) -> dict:
     """Invite more people by e-mail to a meeting you host that has not ended. Returns the new
@@ -601,6 +668,13 @@ def invite_participants(state: MeetingState, meeting_id: MeetingId, emails: Emai
             "RECORDING_ALREADY_ACTIVE", "NO_ACTIVE_RECORDING"],
     examples=[lambda s: {"meeting_id": _live_recordable(s, recording=False)["id"], "recording": True},
               lambda s: {"meeting_id": _live_recordable(s, recording=True)["id"], "recording": False}],
+    asks=lambda a: (
+        ("set recording to {recording} on {meeting_id} so it starts now",
+         "start the cloud recording of {meeting_id} (recording: {recording})",
+         "switch cloud recording for {meeting_id} to {recording} and hit record") if a.get("recording")
+        else ("set recording to {recording} on {meeting_id} so it stops now",
+              "stop the cloud recording of {meeting_id} (recording: {recording})",
+              "switch cloud recording for {meeting_id} to {recording} and end the one running")),
 )
 def set_recording(
     state: MeetingState,
@@ -635,6 +709,8 @@ def set_recording(
     reads=["recording", "meeting"],
     errors=["MEETING_NOT_FOUND", "NOT_HOST"],
     examples=[{}, lambda s: {"meeting_id": s.recordings.first(status="available")["meeting_id"]}],
+    asks=("show my recordings", "list the cloud recordings of my meetings", "show the recordings of {meeting_id}",
+          "find the download link for the recording of {meeting_id}"),
 )
 def list_recordings(
     state: MeetingState,
@@ -663,6 +739,11 @@ def list_recordings(
             "PARTICIPANT_NOT_IN_MEETING", "NOT_IN_WAITING_ROOM", "WAITING_ROOM_EMPTY", "ROOM_CAPACITY_EXCEEDED"],
     examples=[lambda s: (lambda mw: {"meeting_id": mw[0]["id"], "participant_id": mw[1]["id"]})(_with_waiting(s)),
               lambda s: {"meeting_id": _with_waiting(s)[0]["id"]}],
+    asks=lambda a: (
+        ("admit {participant_id} into {meeting_id}", "let {participant_id} in from the waiting room",
+         "bring {participant_id} into {meeting_id}") if a.get("participant_id")
+        else ("let everyone in the waiting room into {meeting_id}", "admit all the people waiting for {meeting_id}",
+              "open the waiting room of {meeting_id} and let them all in")),
 )
 def admit_participant(
     state: MeetingState,
@@ -699,6 +780,8 @@ def admit_participant(
     errors=["MEETING_NOT_FOUND", "NOT_HOST", "MEETING_CANCELLED", "MEETING_NOT_LIVE", "PARTICIPANT_NOT_FOUND",
             "PARTICIPANT_NOT_IN_MEETING", "CANNOT_REMOVE_HOST", "PARTICIPANT_ALREADY_REMOVED"],
     examples=[lambda s: (lambda p: {"meeting_id": p["meeting_id"], "participant_id": p["id"]})(_attendee_inside(s))],
+    asks=("remove {participant_id} from {meeting_id}", "kick {participant_id} out of {meeting_id}",
+          "turn {participant_id} away from {meeting_id}", "take {participant_id} out of the call"),
 )
 def remove_participant(state: MeetingState, meeting_id: MeetingId, participant_id: ParticipantId) -> dict:
     """Remove someone from a live meeting you host, or turn them away from its waiting room; they

@@ -36,7 +36,9 @@ def example():
 
 
 def env():
-    return Environment([ServerRuntime(Plugins().load(autoload=False).registry.load("servers", "banking"))])
+    """The example's world: its server at the seed it was synthesized on."""
+    return Environment([ServerRuntime(Plugins().load(autoload=False).registry.load("servers", "banking"),
+                                      seed=example().task.seed)])
 
 
 def oracle_turns(ex):
