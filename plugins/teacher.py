@@ -64,7 +64,7 @@ CLARIFY = ("Sure — which {what} should I use?", "I can do that. Which {what} d
            "Got it. Could you tell me which {what} you mean?", "Which {what}? I don't want to pick the wrong one.")
 ANSWERS = ("It's {value}.", "{value}", "Use {value}.", "Oh right, {value}.", "Sorry — {value}.",
            "{value}, please.", "I meant {value}.")
-DONE = ("Done. {summary}", "All set. {summary}", "Here you go: {summary}", "{summary}", "Finished — {summary}",
+DONE = ("Done. {summary}", "All set. {summary}", "Here you go. {summary}", "{summary}", "Finished. {summary}",
         "That's taken care of. {summary}")
 FAILED = ("I couldn't do that: {message}", "That didn't go through — {message}",
           "I tried, but it was refused: {message}", "Unfortunately that failed: {message} I've left everything as it was.",
@@ -201,8 +201,8 @@ class ProgrammaticTeacher:
         assistant could not otherwise know it."""
         rid = record.get("id", "")
         described = describe(entity, record)
-        if described is None:
-            return f"{noun(entity)} {rid}" if with_id or not rid else f"that {noun(entity)}"
+        if described is None:  # nothing to describe it by: name the value itself (a path, a group, an id)
+            return f"{noun(entity)} {rid}" if rid else f"that {noun(entity)}"
         if not with_id:
             return described
         return rng.choice((f"{described} ({rid})", f"{described}, id {rid}", f"{noun(entity)} {rid}",
@@ -283,6 +283,20 @@ def _sentence(error: dict[str, Any]) -> str:
     return message[0].upper() + message[1:] + ("" if message.endswith((".", "!", "?")) else ".")
 
 
+def _item(what: str, item: Any) -> str | None:
+    """One listed record as the user would read it in a reply: its description and id."""
+    if not isinstance(item, dict):
+        return render_value(item) if isinstance(item, str | int | float) else None
+    described = describe(what.replace(" ", "_"), item)
+    rid = item.get("id") if isinstance(item.get("id"), str) else None
+    if described is None:
+        label = next((item[k] for k in ("path", "name", "email") if isinstance(item.get(k), str)), None)
+        described = label
+    if described is None:
+        return rid
+    return f"{described} ({rid})" if rid else described
+
+
 def _summary(data: dict[str, Any]) -> str:
     """A sentence about one tool result: how many records a listing holds, or the main
     record's key facts."""
@@ -308,7 +322,14 @@ def _summary(data: dict[str, Any]) -> str:
         what = humanize(key)
         if not items:
             return f"There are no {what}."
-        return f"There {'is' if len(items) == 1 else 'are'} {len(items)} {what[:-1] if len(items) == 1 and what.endswith('s') else what}."
+        one = what[:-1] if what.endswith("s") else what
+        head = f"There {'is' if len(items) == 1 else 'are'} {len(items)} {one if len(items) == 1 else what}"
+        shown = [_item(one, item) for item in items[:5]]
+        shown = [x for x in shown if x]
+        if not shown:
+            return head + "."
+        more = f", and {len(items) - len(shown)} more" if len(items) > len(shown) else ""
+        return f"{head}: " + "; ".join(shown) + more + "."
     if facts:
         text = ", ".join(facts)
         return text[0].upper() + text[1:] + "."

@@ -693,7 +693,10 @@ class _Writer:
             return teacher.vague(entity, self.rng)
         record = step.records.get(param, {"id": _scalar(value)})
         if param in step.refs and not fresh:
-            if param in step.described:
+            ids = value if isinstance(value, list) else [value]
+            if param in step.described or not all(v in self.spoken for v in ids) and self.rng.random() < 0.5:
+                # the user singles it out, or names a record they have not mentioned yet
+                self.spoken.update(v for v in ids if isinstance(v, str))
                 return teacher.refer(entity, record, with_id=False, rng=self.rng)
             return teacher.that(entity, self.rng)
         ids = value if isinstance(value, list) else [value]

@@ -91,10 +91,10 @@ def unnamed_entity_calls(example: Example) -> tuple[int, list[str]]:
 
 def skeleton(text: str, values: Iterable[str]) -> str:
     """A user turn with its values masked: ids, numbers, quoted text and the call's values."""
-    for value in sorted({v for v in values if len(v) >= 2}, key=len, reverse=True):
-        text = text.replace(value, "<V>")
     text = ID_PATTERN.sub("<ID>", text)
     text = _QUOTED.sub("<V>", text)
+    for value in sorted({v for v in values if len(v) >= 2 and not _NUMBER.fullmatch(v)}, key=len, reverse=True):
+        text = text.replace(value, "<V>")
     text = _NUMBER.sub("<N>", text)
     return re.sub(r"\s+", " ", text).strip()
 

@@ -34,7 +34,7 @@ def records(example):
 def test_paper_rates_are_the_defaults():
     perturber = build_perturber(None, registry())
     assert {name: rate for name, rate, _ in perturber.entries} == {
-        "irrelevance": 0.05, "hidden_tool": 0.1, "distractors": 0.4, "enum_stripping": 0.3}
+        "irrelevance": 0.05, "hidden_tool": 0.05, "distractors": 0.4, "enum_stripping": 0.3}
 
 
 def test_distractors_add_3_to_8_tools_of_other_servers():

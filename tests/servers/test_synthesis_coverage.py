@@ -1,12 +1,18 @@
-"""Issues 7/8: on every bundled server, synthesis finds validated chains that together use at
-least 90% of the server's tools, and the ground truth of every synthesized task scores the
-maximum reward."""
+"""On every bundled server, synthesis finds validated chains that together use at least 90% of
+the server's tools, the ground truth of every synthesized task scores the maximum reward, and
+the corpus is one to train on: every example has an assistant turn, every clarify/abstain
+example ends with a written reply, no call guesses an entity, values vary, mistakes are marked,
+and a hidden tool is always one the first request needs."""
+
+import random
 
 import pytest
 
 from prove_core.config import load_experiment
 from prove_core.plugins import BUNDLED, Plugins
 from prove_core.model import Example, from_json, read_jsonl
+from prove_core.perturbation import PerturbationContext, tool_name
+from prove_plugins.perturbations import HiddenTool
 from prove_core.reward import Rollout, build_reward
 from prove_core.synthesis import synthesize
 
@@ -34,3 +40,32 @@ def test_synthesis_covers_at_least_90_percent_of_the_tools(server, plugins, tmp_
         assert abs(result.total - result.best) < 1e-9, (example.id, result.to_json())
         scored += 1
     assert scored >= 150
+    quality = report["quality"]
+    assert quality["no_assistant_turn"] == 0.0 and quality["written_replies"] == 1.0
+    assert quality["unnamed_entity_calls"] <= 0.01, quality["unnamed_entity_examples"]
+    assert quality["mistakes"]["marked"] == quality["mistakes"]["schema_rejected_calls"]
+    assert quality["slots"]["share_varied"] >= 0.5, quality["slots"]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_hidden_tool_is_one_the_first_request_calls(server, plugins, tmp_path):
+    exp = load_experiment({"name": "h", "output_dir": str(tmp_path), "servers": [{"name": server}],
+                           "synth": {"examples": 40, "plots": False, "exports": [], "perturb": False,
+                                     "cache_dir": str(tmp_path / "c")}})
+    synthesize(exp, plugins, echo=lambda _: None, progress=False)
+    hidden, context = HiddenTool(HiddenTool.Config()), PerturbationContext(plugins.registry)
+    checked = 0
+    for record in read_jsonl(tmp_path / "h" / "synth" / "corpus.jsonl"):
+        example = from_json(record, Example)
+        if example.task.expected != "call":
+            continue
+        out = hidden.apply(example, random.Random(0), context)
+        (change,) = out.task.meta["perturbations"]
+        first_request = {c.id: c.tool for c in example.task.calls if c.id in example.task.meta["turns"][0]}
+        assert change["tool"] in first_request.values()  # the first request calls it
+        assert change["tool"] not in {tool_name(t) for t in out.tools}
+        assert out.messages[-1].role == "assistant" and out.messages[-1].content  # a written reply
+        users = [m for m in out.messages if m.role == "user"]
+        assert len(users) == 1 and users[0].content == next(m.content for m in example.messages if m.role == "user")
+        checked += 1
+    assert checked >= 20

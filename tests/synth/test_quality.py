@@ -48,7 +48,8 @@ def test_the_named_entity_or_one_the_user_singles_out_is_not_a_guess():
 def test_skeletons_mask_values_so_templates_show():
     a = skeleton('Move $25.00 from acc_aaaaaaaa to "Rent"', ["25.0"])
     b = skeleton('Move $310 from acc_bbbbbbbb to "Car loan"', ["310"])
-    assert a == b == "Move <N> from <ID> to <V>"
+    c = skeleton("Send Chen Lopez 40 dollars", ["Chen Lopez", "40"])
+    assert a == b == "Move <N> from <ID> to <V>" and c == "Send <V> <N> dollars"
 
 
 def test_figures_flag_silent_examples_and_unwritten_replies():
