@@ -184,7 +184,7 @@ class ConversationMachine:
         pool = self._state_values(rt, param, prop)
         if pool and rng.random() < 0.5:
             candidate = rng.choice(pool)
-            if self._valid(step, {**(self._examples_of(tool, rt) or [{}])[0], param: candidate}):
+            if self._valid(step.tool, {**(self._examples_of(tool, rt) or [{}])[0], param: candidate}):
                 return candidate
         if examples:
             return rng.choice(examples)
@@ -193,9 +193,10 @@ class ConversationMachine:
         return None
 
     @staticmethod
-    def _valid(step: Step, args: dict[str, Any]) -> bool:
+    def _valid(tool: ToolDef, args: dict[str, Any]) -> bool:
+        """Whether the tool's schema accepts ``args``."""
         try:
-            step.tool.validate(args)
+            tool.validate(args)
         except Exception:  # noqa: BLE001 - fastjsonschema's error: the schema rejects it
             return False
         return True
@@ -259,7 +260,7 @@ class ConversationMachine:
             sid = rt.new_session()
             try:
                 for args in trials:
-                    if not self._valid_args(tool, args):
+                    if not self._valid(tool, args):
                         continue
                     result = rt.call(sid, tool.name, args)
                     if not result.is_error and record.get("id") in flowing_values(rt, sid, entity, "", result.data):
@@ -269,14 +270,6 @@ class ConversationMachine:
                 rt.close(sid)
         self._lookup_args_cache[key] = found
         return found
-
-    @staticmethod
-    def _valid_args(tool: ToolDef, args: dict[str, Any]) -> bool:
-        try:
-            tool.validate(args)
-        except Exception:  # noqa: BLE001
-            return False
-        return True
 
     def _plan_step(self, chain: Chain, i: int, steps: list[Step], context: Any, rng: random.Random,
                    chosen: list[dict[str, Any]], forced: dict[str, Any] | None = None) -> Step:
@@ -338,7 +331,7 @@ class ConversationMachine:
             elif draft.get(name) is not None:
                 step.fixed[name] = draft[name]
                 step.alternatives[name] = [v for v in (self._draw(step, name, prop, rng) for _ in range(4))
-                                           if v is not None and v != draft[name] and self._valid(step, {**draft, name: v})]
+                                           if v is not None and v != draft[name]]
         return step
 
     def _phrasings(self, tool: ToolDef, args: dict[str, Any]) -> list[str]:

@@ -29,7 +29,7 @@ def test_a_tiny_checkpoint_is_evaluated_end_to_end(tmp_path, corpus, plugins, ch
     experiment = eval_experiment(
         tmp_path, models=[hf, {"name": "oracle", "client": "oracle"}],
         benchmarks=[{"name": "prove", "options": {"corpus": str(corpus), "heldout": 0.5, "limit": 2,
-                                                   "max_assistant_turns": 3}}])
+                                                   "max_assistant_turns": 10}}])
     report = run_evaluation(experiment, plugins, echo=lambda _: None)
     cells = report["benchmarks"]["prove"]["results"][ALL]
     assert cells["tiny"]["n"] == cells["oracle"]["n"] > 0 and cells["oracle"]["rate"] == 1.0

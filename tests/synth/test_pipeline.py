@@ -110,10 +110,20 @@ def test_stats_report_and_plots(corpus):
 
 
 def test_exports_for_trainers(corpus):
-    trl = [json.loads(line) for line in (corpus["dir"] / "trl.jsonl").read_text().splitlines()]
-    assert trl and all(r["prompt"][-1]["role"] == "user" and r["prompt"][0]["role"] == "system" for r in trl)
-    rlhf = [json.loads(line) for line in (corpus["dir"] / "openrlhf.jsonl").read_text().splitlines()]
-    assert {json.loads(r["label"])["expected"] for r in rlhf} == {"call", "clarify", "abstain"}
+    """The default exports are written (tests/synth/test_exports.py runs them in the trainers)."""
+    def rows(name):
+        return [json.loads(line) for line in (corpus["dir"] / name).read_text().splitlines()]
+
+    assert sorted(corpus["report"]["exports"]) == ["openrlhf", "rl", "sft"]
+    ids = [r["id"] for r in read_jsonl(corpus["dir"] / "corpus.jsonl")]
+    sft = rows("sft.jsonl")
+    assert sft and all(r["prompt"][0]["role"] == "system" and r["completion"][0]["role"] == "assistant" for r in sft)
+    rl = rows("rl.jsonl")
+    assert [r["id"] for r in rl] == ids and all(r["prompt"][-1]["role"] == "user" and r["tools"] for r in rl)
+    assert {r["task"]["expected"] for r in rl} == {"call", "clarify", "abstain"}
+    rlhf = rows("openrlhf.jsonl")
+    assert [r["id"] for r in rlhf] == ids and all("<tools>" in r["input"][0]["content"] for r in rlhf)
+    assert {json.loads(r["label"])["example"]["task"]["expected"] for r in rlhf} == {"call", "clarify", "abstain"}
 
 
 def test_same_seed_same_corpus_other_seed_other_corpus(tmp_path, plugins):
@@ -153,3 +163,54 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     subprocess.run([*cmd[:4], str(fresh_config), "--no-progress"], env=env, check=True, capture_output=True)
     fresh = list(read_jsonl(tmp_path / "f" / "synth" / "corpus.jsonl"))
     assert list(read_jsonl(corpus)) == fresh
+
+
+def test_a_resume_with_other_code_seeds_or_options_stops_and_fresh_starts_over(tmp_path, plugins):
+    import attrs
+    import pytest
+
+    from prove_core.errors import ConfigError
+    from prove_core.synthesis import synthesize
+
+    exp = experiment(tmp_path, examples=10)
+    synthesize(exp, plugins, echo=lambda _: None, progress=False)
+    corpus = tmp_path / "t" / "synth" / "corpus.jsonl"
+    before = corpus.read_bytes()
+    more = attrs.evolve(exp, synth=attrs.evolve(exp.synth, examples=14, workers=2))
+    synthesize(more, plugins, echo=lambda _: None, progress=False)  # a bigger target resumes
+    assert corpus.read_bytes().startswith(before) and len(corpus.read_bytes()) > len(before)
+
+    other_seed = attrs.evolve(exp, servers=[attrs.evolve(exp.servers[0], seed=5), *exp.servers[1:]])
+    other_options = attrs.evolve(exp, servers=[attrs.evolve(exp.servers[0], options={"customers": 12}),
+                                               *exp.servers[1:]])
+    other_settings = attrs.evolve(exp, synth=attrs.evolve(exp.synth, seeds=2))
+    for changed, named in ((other_seed, "servers.banking.seed"), (other_options, "servers.banking.options"),
+                           (other_settings, "synth.seeds")):
+        kept = corpus.read_bytes()
+        with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+            synthesize(changed, plugins, echo=lambda _: None, progress=False)
+        assert corpus.read_bytes() == kept  # nothing changed
+
+    synthesize(other_settings, plugins, echo=lambda _: None, progress=False, fresh=True)
+    fresh = [r["task"]["seed"] for r in read_jsonl(corpus)]
+    assert fresh and set(fresh) <= {0, 1}  # two worlds: seeds 0 and 1
+
+
+def test_a_resume_after_a_server_code_change_stops(tmp_path, plugins, monkeypatch):
+    import pytest
+
+    from prove_core import synthesis
+    from prove_core.errors import ConfigError
+
+    exp = experiment(tmp_path, examples=5)
+    synthesis.synthesize(exp, plugins, echo=lambda _: None, progress=False)
+    real = synthesis.fingerprint
+
+    def edited(*args, **kwargs):
+        fp = real(*args, **kwargs)
+        fp["servers"]["banking"]["code"] = "edited"
+        return fp
+
+    monkeypatch.setattr(synthesis, "fingerprint", edited)
+    with pytest.raises(ConfigError, match=r"servers\.banking\.code.*--fresh"):
+        synthesis.synthesize(exp, plugins, echo=lambda _: None, progress=False)
