@@ -181,7 +181,7 @@ class SynthConfig:
     perturb: bool = True
     perturbations: dict[str, Any] = attrs.field(factory=dict)
     cache_dir: str = ".prove_cache/graphs"
-    exports: list[str] = attrs.field(factory=lambda: ["trl", "openrlhf"])
+    exports: list[str] = attrs.field(factory=lambda: ["sft", "rl", "openrlhf"])  # docs/exports.md; also "hf"
     plots: bool = True
 
 

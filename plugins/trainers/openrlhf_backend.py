@@ -3,8 +3,9 @@
 ``prove train`` with ``[train] backend = "openrlhf"`` writes ``<run>/train/openrlhf/``:
 
 - ``prompts.jsonl`` — the training prompts (``prove_core.exporters`` OpenRLHF rows: ``input`` is
-  the system prompt and first user turn; ``label`` carries the whole example, so the agent knows
-  the task, its tools and its later user turns);
+  the system prompt with the task's tools written into it, and the first user turn, so OpenRLHF's
+  prompt dataset, which renders ``input`` without ``tools=``, shows the policy its tools; ``label``
+  carries the whole example, so the agent knows the task, its tools and its later user turns);
 - ``agent.py`` — OpenRLHF's multi-turn agent (``AgentExecutor`` over
   ``openrlhf.utils.agent.MultiTurnAgentExecutor``): every episode plays on its own live session
   and gets the PROVE reward (``prove_plugins.trainers.openrlhf_agent``);
@@ -215,15 +216,13 @@ class OpenRLHFTrainer:
 
 
 def _rows(job: TrainJob) -> Any:
-    """OpenRLHF prompt rows (the prompt as ``prove_core.exporters`` writes it) whose label carries
-    the whole example."""
-    from prove_core.exporters import prompt_messages
+    """OpenRLHF prompt rows of the training examples, exactly as the ``openrlhf`` export writes them:
+    ``input`` shows the tools, ``label`` carries the whole example."""
+    from prove_core.exporters import openrlhf_row
     from prove_core.model import to_json
 
     for example in job.prompts(job.train):
-        record = to_json(example)
-        yield {"id": example.id, "input": prompt_messages(record),
-               "label": json.dumps({"example": record}, sort_keys=True, ensure_ascii=False)}
+        yield openrlhf_row(to_json(example))
 
 
 def to_json_attrs(value: Any) -> Any:

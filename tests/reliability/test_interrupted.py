@@ -106,7 +106,7 @@ def test_synth_killed_at_random_points_loses_and_duplicates_nothing(tmp_path):
     assert len({r["id"] for r in got_drops}) == len(got_drops)
     assert got_corpus == want_corpus
     assert got_drops == want_drops
-    for export in ("trl.jsonl", "openrlhf.jsonl"):
+    for export in ("rl.jsonl", "openrlhf.jsonl"):
         assert lines(corpus.parent / export) == total
 
 

@@ -92,6 +92,31 @@ def test_the_launch_flags_are_accepted_by_openrlhfs_own_parser(run):
         parser.parse_args(["--algo.advantage.estimatorr", "group_norm"])
 
 
+def test_the_prompts_launch_sh_names_show_the_policy_its_tools(run):
+    """OpenRLHF's own prompt pipeline (``blending_datasets`` and ``PromptDataset``, as its PPO trainer's
+    ``prepare_datasets`` calls them) with the launch.sh flags, parsed by OpenRLHF's parser: every
+    prompt it renders with ``--data.apply_chat_template`` carries each of the task's tool schemas."""
+    from openrlhf.datasets import PromptDataset
+    from openrlhf.datasets.utils import blending_datasets
+    from openrlhf.utils.config import hierarchize
+    from transformers import AutoTokenizer
+
+    directory, _, _ = run
+    args = hierarchize(openrlhf_parser().parse_args(launch_flags(directory / "launch.sh")))
+    strategy = type("Strategy", (), {"args": args, "is_rank_0": lambda self: True, "print": lambda self, *a: None})()
+    data = blending_datasets(args.data.prompt_dataset, args.data.prompt_probs, strategy, args.train.seed,
+                             max_count=args.data.max_samples, dataset_split=args.data.prompt_split)
+    tokenizer = AutoTokenizer.from_pretrained(json.loads((directory / "prove_setup.json").read_text())["tokenizer"])
+    prompts = PromptDataset(data, tokenizer, strategy, input_template=args.data.input_template)
+    rows = [json.loads(line) for line in (directory / "prompts.jsonl").read_text().splitlines()]
+    assert len(prompts) == len(rows)
+    for i, row in enumerate(rows):
+        _, prompt, label, _ = prompts[i]
+        assert label == row["label"]
+        tools = json.loads(label)["example"]["tools"]
+        assert tools and all(json.dumps(tool, ensure_ascii=False) in prompt for tool in tools)
+
+
 class Output:
     def __init__(self, token_ids, text, finish_reason):
         self.token_ids, self.text, self.finish_reason, self.logprobs = token_ids, text, finish_reason, None
