@@ -5,7 +5,7 @@
 training corpus (``prove_core.tiny``), built once into ``<run>/train/base``.
 
 ``sft_warmup`` trains on the assistant turns of the synthesized conversations (the chat template's
-``{% generation %}`` marks them), computing the output layer only where there is a target, which
+``{% generation %}`` marks them; a turn marked as a deliberate mistake stays out of the loss), computing the output layer only where there is a target, which
 keeps a CPU warm-up of a tiny model to a minute or two. A finished warm-up is kept in
 ``<run>/train/sft`` and not redone; an interrupted one continues from ``<run>/train/sft_resume.pt``
 (weights, optimizer, schedule, sampler state and losses, written atomically every
@@ -77,11 +77,20 @@ def load(path: Path) -> tuple[Any, Any]:
 
 
 def _encode(tokenizer: Any, example: Any, max_length: int) -> tuple[list[int], list[int]] | None:
+    """Token ids and the loss mask of one example: its assistant turns, except a turn marked as a
+    deliberate mistake (it stays in the context; the recovery after it is trained)."""
     from prove_core.tiny import openai_messages
 
-    rendered = tokenizer.apply_chat_template(openai_messages(example.messages), tools=example.tools or None,
-                                             return_assistant_tokens_mask=True, return_dict=True)
-    ids, mask = list(rendered["input_ids"])[:max_length], list(rendered["assistant_masks"])[:max_length]
+    messages = openai_messages(example.messages)
+    tools = example.tools or None
+    rendered = tokenizer.apply_chat_template(messages, tools=tools, return_assistant_tokens_mask=True, return_dict=True)
+    ids, mask = list(rendered["input_ids"]), list(rendered["assistant_masks"])
+    for i, message in enumerate(example.messages):
+        if getattr(message, "mistake", False):
+            start = len(tokenizer.apply_chat_template(messages[:i], tools=tools, return_dict=True)["input_ids"])
+            end = len(tokenizer.apply_chat_template(messages[: i + 1], tools=tools, return_dict=True)["input_ids"])
+            mask[start:end] = [0] * (end - start)
+    ids, mask = ids[:max_length], mask[:max_length]
     return (ids, mask) if any(mask) else None
 
 

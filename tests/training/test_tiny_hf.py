@@ -120,3 +120,28 @@ def test_greedy_policy_returns_a_parsed_turn(kit):
     assert turn.raw and isinstance(turn.attempts, tuple)
     again = policy.respond([m.to_openai() for m in example.messages[:2]], example.tools)
     assert again.raw == turn.raw
+
+
+def test_the_sft_warm_up_keeps_a_marked_mistake_out_of_the_loss(kit):
+    import attrs
+
+    from prove_core.model import Message, ToolCall
+    from prove_plugins.trainers.local import _encode
+
+    _, examples, tokenizer, _ = kit
+    example = next(e for e in examples if e.task.expected == "call")
+    wrong = ToolCall(id="m1", name="get_balance", arguments={"account_id": "WRONGVALUE"})
+    messages = [*example.messages[:2],
+                Message(role="assistant", tool_calls=[wrong], mistake=True),
+                Message(role="tool", tool_call_id="m1", name="get_balance", content='{"code": "INVALID_ARGUMENT"}'),
+                Message(role="assistant", content="Sorry, retrying with the right value."),
+                *example.messages[2:]]
+    marked = attrs.evolve(example, messages=messages)
+    ids, mask = _encode(tokenizer, marked, 100_000)
+    trained = tokenizer.decode([t for t, m in zip(ids, mask) if m])
+    context = tokenizer.decode(ids)
+    assert "WRONGVALUE" in context and "WRONGVALUE" not in trained  # context, never a target
+    assert "retrying" in trained.replace(" ", "")  # the recovery after it is trained
+    unmarked = attrs.evolve(example, messages=[m if not m.mistake else attrs.evolve(m, mistake=False) for m in messages])
+    ids2, mask2 = _encode(tokenizer, unmarked, 100_000)
+    assert "WRONGVALUE" in tokenizer.decode([t for t, m in zip(ids2, mask2) if m])  # the check can fail
