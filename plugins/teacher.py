@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from prove_core import hookimpl
+from prove_core.validation import ID_PATTERN
 
 VERBS = {
     "get": ("look up", "check", "pull up", "show me"),
@@ -201,8 +202,9 @@ class ProgrammaticTeacher:
         assistant could not otherwise know it."""
         rid = record.get("id", "")
         described = describe(entity, record)
-        if described is None:  # nothing to describe it by: name the value itself (a path, a group, an id)
-            return f"{noun(entity)} {rid}" if rid else f"that {noun(entity)}"
+        if described is None:  # nothing to describe it by: name the value itself (a path, a group)
+            internal = bool(ID_PATTERN.fullmatch(rid))  # an internal id the user cannot know unless given
+            return f"{noun(entity)} {rid}" if rid and (with_id or not internal) else f"that {noun(entity)}"
         if not with_id:
             return described
         return rng.choice((f"{described} ({rid})", f"{described}, id {rid}", f"{noun(entity)} {rid}",

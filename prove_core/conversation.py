@@ -44,6 +44,8 @@ from prove_core.validation import SCHEMA_CODES
 
 # Fields of a record a user may know it by, and look it up with.
 LOOKUP_FIELDS = ("name", "full_name", "display_name", "email", "title", "username", "handle", "nickname", "company")
+# Fields a person names a record by (see the teacher's descriptions).
+DETAIL_FIELDS = (*LOOKUP_FIELDS, "subject", "label", "filename", "headline", "summary", "path")
 REDRAWS = 6  # fresh value draws tried when a drawn value is rejected by the tool's schema
 REPLANS = 3  # fresh phrasings and values tried when a request was incomplete or incoherent
 # Failures that say the request was wrong, not the world: never kept (the user would not ask so).
@@ -68,6 +70,7 @@ class Step:
     result: ToolResult | None = None
     records: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # param -> the entity record it names
     described: set[str] = attrs.field(factory=set)  # flowed refs the user must single out
+    seen_in: dict[str, str] = attrs.field(factory=dict)  # flowed ref -> the result it came from (JSON)
     flawed: dict[str, Any] | None = None  # a schema-rejected first attempt (marked a mistake)
     flawed_result: ToolResult | None = None
     failed: tuple[dict[str, Any], ToolResult] | None = None  # a failed attempt the user corrected
@@ -126,6 +129,11 @@ class ConversationMachine:
         self._seed_states = {name: rt.server.build_state(rt.seed, rt.options) for name, rt in env.runtimes.items()}
         self.label = "+".join(self.servers)
         self.seed_options: dict[str, Any] = {}  # the servers' seed options, recorded in every task
+
+    def in_seed(self, rt: Any, record_id: Any) -> bool:
+        """Whether ``record_id`` exists in the seed state (else a call of this conversation made it)."""
+        tables = self._seed_states[rt.name]._tables  # noqa: SLF001 - read only
+        return isinstance(record_id, str) and any(record_id in table for table in tables.values())
 
     def _meta(self, **meta: Any) -> dict[str, Any]:
         """Task meta with what scoring needs without the original config: the seed options and
@@ -456,8 +464,12 @@ class ConversationMachine:
                 env.close(sid)
                 raise Unusable(f"no {entity} value flowed from {steps[j].tool.name} to {step.tool.name}",
                                reason="id_did_not_flow")
-            # An entity the user named is never swapped for another one of its kind.
+            # An entity the user named is never swapped for another one of its kind; one the request
+            # does not mention ("the offers I've sent") is the one the user named (themselves).
             mine = [x for x in ids if x in named.get(entity, ())]
+            unspoken = step.template is not None and param not in slots(step.template)
+            if not mine and unspoken and len(named.get(entity, ())) == 1:
+                mine = sorted(named[entity])
             if mine:
                 ids = mine
             table = self._table(step.runtime, sid, entity)
@@ -467,8 +479,10 @@ class ConversationMachine:
             args[param] = as_argument(prop, ids[0])
             if table is not None:
                 step.records[param] = dict(table.find(ids[0]) or {"id": ids[0]})
-            if len(ids) > 1:
-                step.described.add(param)  # the user says which one they mean
+            if len(ids) > 1 or (named.get(entity) and ids[0] not in named[entity]):
+                # the user says which one they mean: one of several, or another than they named before
+                step.described.add(param)
+                step.seen_in[param] = json.dumps(source.data, ensure_ascii=False)
                 step.alternatives[param] = [as_argument(prop, x) for x in ids[1: 1 + self.config.alternatives]]
         step.args = args
         step.failed = step.corrected = step.first_ask = None
@@ -592,7 +606,8 @@ class ConversationMachine:
         stratum = rng.choices(STRATA, weights=[self.config.strata.get(s, 0.0) for s in STRATA])[0]
         persona = self.teacher.persona(rng)
         steps = self.plan(chain, context, rng)
-        if rng.random() < self.config.lookup_rate and len(chain.tools) < self.max_chain_length:
+        # (in the missing stratum the user leaves the entity out altogether, so there is nothing to look up)
+        if rng.random() < self.config.lookup_rate and len(chain.tools) < self.max_chain_length and stratum != "missing":
             looked_up = self._with_lookup(chain, steps[0], rng)
             if looked_up is not None:  # the user names the entity; the assistant looks it up first
                 chain, forced = looked_up
@@ -602,7 +617,7 @@ class ConversationMachine:
         if not done:
             raise Unusable("the first call could not be planned")
         turns = self._split(len(done), rng)
-        withheld = self._withheld(done[0], rng) if stratum == "missing" else None
+        withheld = self._withheld(done[turns[0][0]:turns[0][1]], rng) if stratum == "missing" else None
         if stratum == "missing" and withheld is None:
             stratum = "complete"  # nothing the user could leave out: an ordinary request
         writer = _Writer(self, rng, persona, stratum)
@@ -611,14 +626,15 @@ class ConversationMachine:
             turn_steps = done[start:end]
             writer.user_turn(turn_steps, follow_up=t > 0, withheld=withheld if t == 0 else None)
             if t == 0 and withheld is not None:
-                question = writer.clarify(done[0], withheld)
+                k, param = withheld
+                question = writer.clarify(turn_steps[k], param)
                 clarification = Example(
                     id=f"{example_id}-clarify", messages=list(writer.messages), tools=self.tools_openai,
                     task=Task(servers=self.servers, seed=self.task_seed, calls=[], expected="clarify",
                               initial_state_hash=self.initial_hash,
-                              meta=self._meta(stratum="missing", withheld=withheld, chain=chain.key)),
+                              meta=self._meta(stratum="missing", withheld=param, chain=chain.key)),
                 )
-                writer.answer(done[0], withheld)
+                writer.answer(turn_steps[k], param)
             if not writer.run_turn(turn_steps):
                 break  # gave up: the conversation ends with the failure explained
         calls = []
@@ -640,12 +656,18 @@ class ConversationMachine:
         example = Example(id=example_id, messages=writer.messages, tools=self.tools_openai, task=task)
         return Drafted(example=example, clarification=clarification, stratum=stratum, chain=chain.key, outcome=outcome)
 
-    def _withheld(self, step: Step, rng: random.Random) -> str | None:
-        """The value the user leaves out of the first request: an entity they must then name."""
-        required = step.tool.spec.parameters.get("required", [])
-        entities = [p for p in required if p in step.fixed and _entity(step.tool, p) and p in step.records
-                    and p != step.corrected]  # the value the user later corrects is in the first request
-        return rng.choice(entities) if entities else None
+    def _withheld(self, steps: list[Step], rng: random.Random) -> tuple[int, str] | None:
+        """The value the user leaves out of the first request (the step and parameter): an entity
+        they name only when the assistant asks."""
+        options = []
+        for k, step in enumerate(steps):
+            required = step.tool.spec.parameters.get("required", [])
+            # another call of the request naming the same entity would give it away
+            elsewhere = [v for j, other in enumerate(steps) if j != k for v in other.args.values()]
+            options += [(k, p) for p in required if p in step.fixed and _entity(step.tool, p) and p in step.records
+                        and p != step.corrected  # the value the user later corrects is in the first request
+                        and step.fixed[p] not in elsewhere]
+        return rng.choice(options) if options else None
 
     def _split(self, n: int, rng: random.Random) -> list[tuple[int, int]]:
         turns = min(n, rng.choice(self.config.user_turns))
@@ -687,6 +709,12 @@ class _Writer:
         record = step.records.get(param, {"id": _scalar(value)})
         if param in step.refs and not fresh:
             ids = value if isinstance(value, list) else [value]
+            if param in step.described and not _shown_with_details(record, step.seen_in.get(param, "")):
+                if not self.machine.in_seed(step.runtime, _scalar(value)):
+                    return teacher.that(entity, self.rng)  # made in this conversation: "that payee"
+                # the result lists it without a name the user could use: they copy its id
+                self.spoken.update(v for v in ids if isinstance(v, str))
+                return teacher.refer(entity, record, with_id=True, rng=self.rng)
             if param in step.described or not all(v in self.spoken for v in ids) and self.rng.random() < 0.5:
                 # the user singles it out, or names a record they have not mentioned yet
                 self.spoken.update(v for v in ids if isinstance(v, str))
@@ -728,10 +756,10 @@ class _Writer:
             values.append(value)
         return step.template.format_map(rendered), context, values
 
-    def user_turn(self, steps: list[Step], *, follow_up: bool, withheld: str | None) -> None:
+    def user_turn(self, steps: list[Step], *, follow_up: bool, withheld: tuple[int, str] | None) -> None:
         intents, context, values = [], [], []
         for k, step in enumerate(steps):
-            phrase, ctx, vals = self._phrase(step, withheld if k == 0 else None)
+            phrase, ctx, vals = self._phrase(step, withheld[1] if withheld and withheld[0] == k else None)
             intents.append(phrase)
             context += ctx
             values += vals
@@ -745,7 +773,7 @@ class _Writer:
         return question
 
     def answer(self, step: Step, param: str) -> None:
-        text = self._render(step, param, step.fixed[param])
+        text = self._render(step, param, step.fixed[param], fresh=True)  # the answer names it in full
         self.messages.append(Message(role="user", content=self.teacher.clarify_answer(param, text, self.rng)))
 
     # assistant side
@@ -784,6 +812,14 @@ class _Writer:
             reported.append((step.public_name, step.result.data))
         self.messages.append(Message(role="assistant", content=self.teacher.report(reported, self.rng)))
         return True
+
+
+def _shown_with_details(record: dict[str, Any], result_text: str) -> bool:
+    """Whether a result shows the record with a detail a person names it by (its name, title,
+    last four digits), so "the savings account ending 1234" singles it out for the assistant."""
+    details = [v for k, v in record.items() if isinstance(v, str) and len(v) >= 3 and v != record.get("id")
+               and (k in DETAIL_FIELDS or k.endswith("last4"))]
+    return any(json.dumps(d, ensure_ascii=False) in result_text for d in details)
 
 
 def _affinity(record: dict[str, Any], values: Any) -> int:

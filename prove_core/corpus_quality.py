@@ -47,10 +47,14 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 def _records(value: Any, out: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Every record with an ``id`` inside a tool result, by id."""
+    """What each result shows beside an id: the dict with that ``id``, or else a dict that refers
+    to it by ``<entity>_id`` (``{"meeting_id": ..., "title": ...}``), by id."""
     if isinstance(value, dict):
         if isinstance(value.get("id"), str):
-            out.setdefault(value["id"], value)
+            out[value["id"]] = value
+        for k, v in value.items():
+            if k.endswith("_id") and isinstance(v, str) and ID_PATTERN.fullmatch(v):
+                out.setdefault(v, value)
         for v in value.values():
             _records(v, out)
     elif isinstance(value, list):
