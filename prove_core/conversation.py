@@ -38,7 +38,7 @@ from prove_core.graph import Chain, Edge, as_argument, flow_values, flowing_valu
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.runtime import Environment, ToolResult
 from prove_core.testing.conformance import example_at
-from prove_core.toolkit.phrasing import slots, templates
+from prove_core.toolkit.phrasing import implied_by_wording, slots, templates
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
 from prove_core.validation import SCHEMA_CODES
 
@@ -229,6 +229,8 @@ class ConversationMachine:
             entity = _entity(first.tool, param)
             record = first.records[param]
             for tool in self._lookups(rt, entity, first.tool.name):
+                if self.env.public_name(rt.name, tool.name) in chain.tools:
+                    continue  # the chain already calls it: one more would only skew the corpus
                 args = self._lookup_args(rt, tool, entity, record)
                 if args is None:
                     continue
@@ -736,6 +738,12 @@ class _Writer:
                                 if step.corrected in step.fixed else step.fixed,
                                 records={**step.records, **({step.corrected: record} if record else {})})
         said = {k: v for k, v in step.args.items() if k in step.fixed or k in step.refs}
+        if step.template is not None and not set(slots(step.template)) <= set(said):
+            # a slot the plan could not fill (an optional value with no source): another phrasing
+            stated = {k for k in step.fixed if not _entity(step.tool, k)} - implied_by_wording(step.tool)
+            fitting = [t for t in self.machine._phrasings(step.tool, step.args)
+                       if set(slots(t)) <= set(said) and (stated <= set(slots(t)) or callable(step.tool.asks))]
+            step = attrs.evolve(step, template=self.rng.choice(fitting) if fitting else None)
         context, values = [], []
         if step.template is None:  # a tool without phrasings: the teacher's generic wording
             spoken = {k: v for k, v in step.fixed.items() if k != withheld}

@@ -199,16 +199,33 @@ def _within_quotas(outcome: _Outcome, stats: Stats, cfg: SynthConfig) -> _Outcom
     return outcome
 
 
+def _yield(corpus: Path, drops: Path) -> dict[str, Any]:
+    """Per synthesis unit: conversations drafted, kept, and the kept share (companions and
+    imports aside)."""
+    kept: Counter[str] = Counter()
+    dropped: Counter[str] = Counter()
+    drafted = re.compile(r"^(.+)-\d{6}$")  # a conversation's id (not a companion's, not an import's)
+    for path, counts in ((corpus, kept), (drops, dropped)):
+        for record in read_jsonl(path):
+            match = drafted.match(record["id"])
+            if match and (path == drops or record["task"]["meta"].get("source") in (None, "irrelevance")):
+                counts[match.group(1)] += 1
+    return {name: {"drafted": kept[name] + dropped[name], "kept": kept[name],
+                   "share": round(kept[name] / (kept[name] + dropped[name]), 3)}
+            for name in sorted(set(kept) | set(dropped))}
+
+
 def _over_used(example: Example, stats: Stats, plans: dict[str, ServerPlan], skew: float) -> bool:
     """Would keeping ``example`` push one of its tools above ``skew`` times the mean number of
-    calls per tool of its server (with a little slack while the corpus is small)?"""
+    calls per tool of its server (with a little slack while the corpus is small)? An entry tool
+    every chain can start from (``list_vehicles``) would otherwise be in most conversations."""
     server = "+".join(example.task.servers)
     plan, counts = plans.get(server), stats.tool_calls.get(server, Counter())
     if plan is None or not example.task.calls:
         return False
     tools = len(plan.env.specs())
-    cap = skew * (sum(counts.values()) + len(example.task.calls)) / tools + 5
-    return any(counts[c.tool] + 1 > cap for c in example.task.calls)
+    mean = (sum(counts.values()) + len(example.task.calls)) / tools
+    return any(counts[c.tool] + 1 > skew * mean + 5 for c in example.task.calls)
 
 
 def _validate(example: Example, env: Environment, cfg: SynthConfig) -> tuple[str | None, str]:
@@ -389,6 +406,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     from prove_core.corpus_quality import figures
 
     report["quality"] = figures(_example(r) for r in read_jsonl(corpus))
+    report["yield"] = _yield(corpus, drops)
     report["resumed_from"] = resumed
     report["target"] = cfg.examples
     report["reached_target"] = kept_calls >= cfg.examples
@@ -403,6 +421,10 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
          f"dropped {sum(report['drops'].values())} ({_fmt(report['drops'])}); corpus {corpus}")
     for name, cov in report["tool_coverage"].items():
         echo(f"  {name}: {cov['used']}/{cov['tools']} tools used, {cov['chains']} chains")
+    q = report["quality"]
+    echo(f"  quality: {q['no_assistant_turn']:.1%} without an assistant turn, {q['written_replies']:.0%} of "
+         f"clarify/abstain with a written reply, {q['unnamed_entity_calls']:.2%} of calls on an unnamed entity, "
+         f"{q['slots']['share_varied']:.0%} of slots varied (stats.md)")
     return report
 
 
@@ -534,6 +556,8 @@ def _write_markdown(report: dict[str, Any], path: Path) -> None:
     lines += ["## Tool coverage", "", "| server | used / tools | unused |", "| --- | --- | --- |"]
     for name, cov in report["tool_coverage"].items():
         lines.append(f"| {name} | {cov['used']}/{cov['tools']} | {', '.join(cov['unused']) or '-'} |")
+    lines += ["", "## Yield per server", "", "| server | drafted | kept | share |", "| --- | --- | --- | --- |"]
+    lines += [f"| {name} | {y['drafted']} | {y['kept']} | {y['share']:.0%} |" for name, y in report.get("yield", {}).items()]
     lines += ["", "## Drops by reason and tool", "", "| reason | tools (count) |", "| --- | --- |"]
     lines += [f"| {reason} | {', '.join(f'{t} ({n})' for t, n in tools.items())} |"
               for reason, tools in report.get("drops_by_tool", {}).items()]
