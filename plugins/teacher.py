@@ -317,7 +317,7 @@ def _summary(data: dict[str, Any]) -> str:
             continue
         if isinstance(value, str | int | float) and len(str(value)) <= 60:
             facts.append(f"{humanize(key)}: {render_value(value)}")
-        if len(facts) == 4:
+        if len(facts) == 3:
             break
     if lists and (len(lists) >= len(facts) or not facts):
         key, items = lists[0]
@@ -326,7 +326,7 @@ def _summary(data: dict[str, Any]) -> str:
             return f"There are no {what}."
         one = what[:-1] if what.endswith("s") else what
         head = f"There {'is' if len(items) == 1 else 'are'} {len(items)} {one if len(items) == 1 else what}"
-        shown = [_item(one, item) for item in items[:5]]
+        shown = [_item(one, item) for item in items[:3]]
         shown = [x for x in shown if x]
         if not shown:
             return head + "."

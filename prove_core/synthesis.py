@@ -217,15 +217,18 @@ def _yield(corpus: Path, drops: Path) -> dict[str, Any]:
 
 def _over_used(example: Example, stats: Stats, plans: dict[str, ServerPlan], skew: float) -> bool:
     """Would keeping ``example`` push one of its tools above ``skew`` times the mean number of
-    calls per tool of its server (with a little slack while the corpus is small)? An entry tool
-    every chain can start from (``list_vehicles``) would otherwise be in most conversations."""
+    calls per tool of its server (with a little slack while the corpus is small), while bringing
+    no tool that is still below the mean? An entry tool every chain can start from
+    (``list_vehicles``) would otherwise be in most conversations; a conversation that gives a
+    rare tool its calls is kept even when it passes through it."""
     server = "+".join(example.task.servers)
     plan, counts = plans.get(server), stats.tool_calls.get(server, Counter())
     if plan is None or not example.task.calls:
         return False
     tools = len(plan.env.specs())
     mean = (sum(counts.values()) + len(example.task.calls)) / tools
-    return any(counts[c.tool] + 1 > skew * mean + 5 for c in example.task.calls)
+    over = any(counts[c.tool] + 1 > skew * mean + 5 for c in example.task.calls)
+    return over and not any(counts[c.tool] < mean for c in example.task.calls)
 
 
 def _validate(example: Example, env: Environment, cfg: SynthConfig) -> tuple[str | None, str]:
