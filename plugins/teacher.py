@@ -302,7 +302,8 @@ def _item(what: str, item: Any) -> str | None:
 def _summary(data: dict[str, Any]) -> str:
     """A sentence about one tool result: how many records a listing holds, or the main
     record's key facts."""
-    lists = [(k, v) for k, v in data.items() if isinstance(v, list)]
+    # an empty list of ids ("contact_ids": []) says nothing a person would report
+    lists = [(k, v) for k, v in data.items() if isinstance(v, list) and (v or not k.endswith("_ids"))]
     facts = []
     flat = dict(data)
     for key, value in data.items():  # one level of nesting: {"windows": {"driver_front": 20, ...}}
