@@ -443,7 +443,9 @@ class Environments:
         """The seed options the task was made with (recorded in its meta), else the experiment's."""
         recorded = (getattr(task, "meta", None) or {}).get("seed_options", {}).get(name)
         if recorded is not None and attrs.has(server.options_type):
-            return server.options_type(**recorded)
+            from prove_core.config import structure  # the options class's own checks and nesting
+
+            return structure(recorded, server.options_type, path=f"$.task.meta.seed_options.{name}")
         return self.options.get(name)
 
 

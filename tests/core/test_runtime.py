@@ -194,3 +194,17 @@ def test_an_unchanged_session_reuses_its_seeds_hash_and_a_changed_one_is_hashed_
     assert computed == []  # read from the cache, not recomputed
     changed = rt.state_hash(writer)  # hashed again, reusing the seed's text of the tables it did not write
     assert computed[0] == 1 and changed != seed_hash and changed == real(rt.state(writer))
+
+
+def test_environments_rebuild_a_task_world_from_its_recorded_seed_options():
+    """A synthesized task records its servers' seed options, so scoring it needs no config."""
+    from prove_core.model import Task
+    from prove_core.plugins import Plugins
+    from prove_core.runtime import Environments
+
+    registry = Plugins().load(autoload=False).registry
+    recorded = Task(servers=["banking"], seed=3, meta={"seed_options": {"banking": {"customers": 12}}})
+    plain = Task(servers=["banking"], seed=4)
+    envs = Environments(registry)
+    assert envs(recorded).runtimes["banking"].options.customers == 12
+    assert envs(plain).runtimes["banking"].options.customers == 8  # the server's default
