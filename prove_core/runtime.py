@@ -12,6 +12,7 @@ tool names get the ``<server>_`` prefix that ``prove serve`` uses when it mounts
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import threading
@@ -424,11 +425,12 @@ class Environments:
         self.registry = registry
         self.options = options or {}
         self.max_sessions = max_sessions
-        self._cache: dict[tuple[tuple[str, ...], int], Environment] = {}
+        self._cache: dict[tuple[tuple[str, ...], int, str], Environment] = {}
         self._lock = threading.Lock()
 
     def __call__(self, task: Any) -> Environment:
-        key = (tuple(task.servers), task.seed)
+        recorded = (getattr(task, "meta", None) or {}).get("seed_options")
+        key = (tuple(task.servers), task.seed, json.dumps(recorded, sort_keys=True, default=str) if recorded else "")
         with self._lock:
             env = self._cache.get(key)
             if env is None:
