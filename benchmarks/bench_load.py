@@ -7,7 +7,7 @@
    Every recorded call is then replayed sequentially on the in-process fast path: each result
    or typed error must be the same, call by call, and each session's end ``state_hash`` must
    equal the one the served process reports when it shuts down (the child wraps
-   ``prove_core.serving.serve`` to write them; nothing is added to the server).
+   ``prove_core.env.serving.serve`` to write them; nothing is added to the server).
 2. **Threads**: the same check on the fast path, with threads sharing one ``Environment``.
 3. **Soak**: rounds of fresh sessions that write and then expire (``--ttl``; the served process
    also with a ``--max-sessions`` bound of half a round), in the served process and in this one;
@@ -49,15 +49,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from prove_core.logging import configure  # noqa: E402
-from prove_core.plugins import Plugins  # noqa: E402
-from prove_core.runtime import Environment, ServerRuntime  # noqa: E402
+from prove_core.plugin.manager import Plugins  # noqa: E402
+from prove_core.env.runtime import Environment, ServerRuntime  # noqa: E402
 from prove_core.testing.conformance import bad_calls, example_at  # noqa: E402
 
 # The served child: the real `prove serve` command line, with `serving.serve` wrapped so that on
 # shutdown (SIGINT) it writes every live session's state hash and its own RSS to a JSON file.
 CHILD = """
 import json, sys
-import prove_core.serving as serving
+import prove_core.env.serving as serving
 from prove_core.cli import main
 
 dump, argv = sys.argv[1], sys.argv[2:]

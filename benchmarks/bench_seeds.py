@@ -18,8 +18,8 @@ import attrs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prove_core.logging import configure  # noqa: E402
-from prove_core.plugins import Plugins  # noqa: E402
-from prove_core.runtime import ServerRuntime  # noqa: E402
+from prove_core.plugin.manager import Plugins  # noqa: E402
+from prove_core.env.runtime import ServerRuntime  # noqa: E402
 
 
 def best(fn, repeats: int) -> float:

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prove_core.config import load_experiment  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
-from prove_core.plugins import Plugins  # noqa: E402
-from prove_core.synthesis import synthesize  # noqa: E402
+from prove_core.plugin.manager import Plugins  # noqa: E402
+from prove_core.synth.pipeline import synthesize  # noqa: E402
 
 PAPER_SCALE = 13_500
 

@@ -26,10 +26,10 @@ from typing import Any
 import attrs
 
 from prove_core import hookimpl
-from prove_core.evaluation import EvalContext, Outcome, Reference, begin_episode
+from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Message, ToolCall
-from prove_core.rollout import Policy, PolicyTurn
-from prove_core.runtime import ServerRuntime, ToolResult
+from prove_core.env.rollout import Policy, PolicyTurn
+from prove_core.env.runtime import ServerRuntime, ToolResult
 from prove_plugins.benchmark_servers import BFCL_CATEGORIES
 from prove_plugins.wrapped import render_value
 

@@ -9,7 +9,7 @@ keys and ``split_seed``; it is written to ``<eval>/benchmarks/prove/split/`` (``
 for the trainer, ``heldout.jsonl``, ``split.json``).
 
 **Metrics per behaviour** (call / clarify / abstain). Each held-out example is played with the
-shared rollout loop (``prove_core.rollout``) on its own live session, then scored by the reward
+shared rollout loop (``prove_core.env.rollout``) on its own live session, then scored by the reward
 (the paper's components plus ``final_state``):
 
 - *task success* — call: the end state equals the ground truth's end state **and** every
@@ -33,11 +33,11 @@ import attrs
 from prove_core import hookimpl
 from prove_core.config import RewardComponentConfig, RewardConfig, resolve
 from prove_core.errors import ConfigError
-from prove_core.evaluation import EvalContext, Outcome, Reference, begin_episode
+from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Example, JsonlWriter, ToolCall, from_json, read_jsonl, to_json
-from prove_core.reward import DEFAULT_COMPONENTS, build_reward
-from prove_core.rollout import Policy, PolicyTurn, RolloutLimits, rollout
-from prove_core.runtime import Environments
+from prove_core.reward.core import DEFAULT_COMPONENTS, build_reward
+from prove_core.env.rollout import Policy, PolicyTurn, RolloutLimits, rollout
+from prove_core.env.runtime import Environments
 
 BEHAVIOURS = ("call", "clarify", "abstain")
 

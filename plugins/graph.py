@@ -16,8 +16,8 @@ import attrs
 import structlog
 
 from prove_core import hookimpl
-from prove_core.graph import Chain, Edge, ToolGraph, as_argument, flow_of_param, flow_values, flowing_values, schema_hash
-from prove_core.runtime import Environment, ServerRuntime
+from prove_core.synth.graph import Chain, Edge, ToolGraph, as_argument, flow_of_param, flow_values, flowing_values, schema_hash
+from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.testing.conformance import example_at
 from prove_core.toolkit.server import ToolDef
 

@@ -23,10 +23,10 @@ import structlog
 
 from prove_core import hookimpl
 from prove_core.errors import ProveError
-from prove_core.graph import Edge, ToolGraph, schema_hash
-from prove_core.runtime import Environment
+from prove_core.synth.graph import Edge, ToolGraph, schema_hash
+from prove_core.env.runtime import Environment
 from prove_core.testing.conformance import example_at
-from prove_core.validation import ID_PATTERN
+from prove_core.synth.validation import ID_PATTERN
 from prove_plugins.graph import REJECTED
 from prove_plugins.teacher import ProgrammaticTeacher, render_value
 

@@ -1,5 +1,5 @@
 """Bundled tool-call parsers for the common chat formats. Each turns one assistant turn of raw
-text into calls and typed parse failures (``prove_core.parsing``) and never raises.
+text into calls and typed parse failures (``prove_core.reward.parsing``) and never raises.
 
 =========  ==============================================================================
 hermes     Hermes / Qwen 2.5 / Qwen 3: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from prove_core import hookimpl
-from prove_core.parsing import (
+from prove_core.reward.parsing import (
     Attempt,
     ParsedTurn,
     ParseFailure,

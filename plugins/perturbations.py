@@ -24,7 +24,7 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.model import Example, Message
-from prove_core.perturbation import PerturbationContext, prompt_only, record, tool_name
+from prove_core.synth.perturbation import PerturbationContext, prompt_only, record, tool_name
 
 
 def _between(low: str, high: str) -> Any:

@@ -17,8 +17,8 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.model import ToolCall
-from prove_core.parsing import ParseFailure
-from prove_core.reward import RewardContext, Rollout, Score, json_equal
+from prove_core.reward.parsing import ParseFailure
+from prove_core.reward.core import RewardContext, Rollout, Score, json_equal
 
 NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores it"
 SHOWN = 8  # items listed in an explanation; details hold all of them

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from prove_core import hookimpl
-from prove_core.runtime import Environment
+from prove_core.env.runtime import Environment
 from prove_core.testing.conformance import example_at
 from prove_plugins.graph import entity_tables
 

@@ -1,7 +1,7 @@
 """Bundled teacher ``programmatic``: writes user and assistant text offline, from templates.
 
 Tool calls never come from here — they come from the chain and the live state (see
-``prove_core.synthesis``). This teacher only puts them into words, with several personas and
+``prove_core.synth.pipeline``). This teacher only puts them into words, with several personas and
 sentence shapes so the corpus is not one sentence pattern repeated. The LLM teacher
 (``plugins/llm.py``) implements the same methods by asking a model.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from prove_core import hookimpl
-from prove_core.validation import ID_PATTERN
+from prove_core.synth.validation import ID_PATTERN
 
 VERBS = {
     "get": ("look up", "check", "pull up", "show me"),

@@ -18,7 +18,7 @@ from prove_core.errors import ProveError
 
 
 def _plugins() -> Any:
-    from prove_core.plugins import get_plugins
+    from prove_core.plugin.manager import get_plugins
 
     return get_plugins()
 
@@ -111,7 +111,7 @@ def servers_tools(name: str, as_json: bool) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write to this file instead of stdout.")
 def servers_catalog(out: str | None) -> None:
     """Every server, tool, parameter and failure reason as markdown (docs/catalog.md)."""
-    from prove_core.catalog import render
+    from prove_core.env.catalog import render
 
     registry = _plugins().registry
     text = render([registry.load("servers", name) for name in registry.names("servers")])
@@ -133,7 +133,7 @@ def servers_call(name: str, tool: str, args_json: str, seed: int) -> None:
 
     Exits 1 with the typed error ({code, reason, message}) when the call fails.
     """
-    from prove_core.runtime import ServerRuntime
+    from prove_core.env.runtime import ServerRuntime
 
     try:
         args = json.loads(args_json)
@@ -164,8 +164,8 @@ def serve_cmd(names: tuple[str, ...], transport: str, host: str, port: int, seed
     Send the session id in the request's _meta.session_id (or the X-Prove-Session header over
     HTTP); calls without one share the 'default' session.
     """
-    from prove_core.runtime import ServerRuntime
-    from prove_core.serving import serve
+    from prove_core.env.runtime import ServerRuntime
+    from prove_core.env.serving import serve
 
     if len(set(names)) != len(names):
         raise ProveError("a server is named twice")
@@ -209,7 +209,7 @@ def synth_cmd(config: str | None, examples: int | None, name: str | None, progre
     import attrs
 
     from prove_core.config import SynthConfig, load_experiment
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     experiment = load_experiment(config)
     synth = experiment.synth or SynthConfig()
@@ -241,7 +241,7 @@ def reward_cmd(rollouts: str, config: str | None, out: str | None, parser: str |
     not a valid rollout."""
     from pathlib import Path
 
-    from prove_core.reward_report import reward_setup, score_rollouts
+    from prove_core.reward.report import reward_setup, score_rollouts
 
     registry = _plugins().registry
     reward, settings = reward_setup(config, registry)
@@ -268,7 +268,7 @@ def train_cmd(config: str | None, backend: str | None, steps: int | None) -> Non
     import attrs
 
     from prove_core.config import TrainConfig, load_experiment
-    from prove_core.training import run_training
+    from prove_core.train.core import run_training
 
     experiment = load_experiment(config)
     settings = experiment.train or TrainConfig()
@@ -295,7 +295,7 @@ def eval_cmd(config: str | None, models: tuple[str, ...], benchmarks: tuple[str,
     """Evaluate every model of CONFIG's [eval] section on every benchmark: JSON and markdown
     tables, PNG plots, per benchmark and category, with the number of tasks and a confidence
     interval (docs/evaluation.md). Resumable: tasks already scored are not played again."""
-    from prove_core.evaluation import run_evaluation
+    from prove_core.eval.core import run_evaluation
 
     experiment = _eval_experiment(config, models, benchmarks, only, limit, out)
     report = run_evaluation(experiment, _plugins(), echo=(lambda _: None) if as_json else click.echo)

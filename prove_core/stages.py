@@ -15,10 +15,10 @@ from typing import Any
 import structlog
 
 from prove_core.config import Experiment, load_experiment, resolve
-from prove_core.episode import run_episode
+from prove_core.env.episode import run_episode
 from prove_core.errors import ConfigError
 from prove_core.model import JsonlWriter, to_json
-from prove_core.runtime import Environment, ServerRuntime
+from prove_core.env.runtime import Environment, ServerRuntime
 
 log = structlog.get_logger()
 
@@ -69,7 +69,7 @@ def _episode_stage(experiment: Experiment, env: Environment, plugins: Any, echo:
 
 
 def _synth_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     report = synthesize(experiment, plugins, echo=echo)
     return {"ok": report["reached_target"], "examples": report["examples"], "drops": report["drops"],
@@ -80,8 +80,8 @@ def _reward_stage(experiment: Experiment, env: Environment, plugins: Any, echo: 
     """Score ``[reward].input`` (default: the corpus the ``synth`` stage wrote, whose reference
     turns must score the maximum) into ``<run_dir>/reward``."""
     from prove_core.config import RewardConfig
-    from prove_core.reward import build_reward
-    from prove_core.reward_report import score_rollouts
+    from prove_core.reward.core import build_reward
+    from prove_core.reward.report import score_rollouts
 
     settings = experiment.reward or RewardConfig()
     source = settings.input
@@ -100,7 +100,7 @@ def _reward_stage(experiment: Experiment, env: Environment, plugins: Any, echo: 
 
 def _eval_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
     """Every ``[[eval.models]]`` on every ``[[eval.benchmarks]]``; report in ``<run_dir>/eval``."""
-    from prove_core.evaluation import ALL, run_evaluation
+    from prove_core.eval.core import ALL, run_evaluation
 
     report = run_evaluation(experiment, plugins, echo=echo)
     played = sum(cell["n"] for data in report["benchmarks"].values() for cell in data["results"][ALL].values())
@@ -110,7 +110,7 @@ def _eval_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Ca
 
 def _train_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
     """Multi-turn GRPO with the configured backend (``[train]``; docs/training.md)."""
-    from prove_core.training import run_training
+    from prove_core.train.core import run_training
 
     return run_training(experiment, plugins, echo=echo)
 

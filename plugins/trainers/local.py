@@ -2,7 +2,7 @@
 
 ``prepare_model(job)`` returns a saved model folder (weights + tokenizer with its chat template):
 ``[train.model].path`` as given, or a tiny model with random weights and a tokenizer trained on the
-training corpus (``prove_core.tiny``), built once into ``<run>/train/base``.
+training corpus (``prove_plugins.models.tiny``), built once into ``<run>/train/base``.
 
 ``sft_warmup`` trains on the assistant turns of the synthesized conversations (the chat template's
 ``{% generation %}`` marks them; a turn marked as a deliberate mistake stays out of the loss), computing the output layer only where there is a target, which
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prove_core.training import TrainJob
+from prove_core.train.core import TrainJob
 
 DONE = "prove_done.json"
 
@@ -48,7 +48,7 @@ def prepare_model(job: TrainJob) -> Path:
     base = job.out_dir / "base"
     if (base / DONE).is_file():
         return base
-    from prove_core.tiny import build_tiny_model, chat_template, corpus_texts, count_parameters, train_tokenizer
+    from prove_plugins.models.tiny import build_tiny_model, chat_template, corpus_texts, count_parameters, train_tokenizer
 
     started = time.perf_counter()
     template = chat_template(cfg.tool_detail, cfg.max_tool_chars)
@@ -79,7 +79,7 @@ def load(path: Path) -> tuple[Any, Any]:
 def _encode(tokenizer: Any, example: Any, max_length: int) -> tuple[list[int], list[int]] | None:
     """Token ids and the loss mask of one example: its assistant turns, except a turn marked as a
     deliberate mistake (it stays in the context; the recovery after it is trained)."""
-    from prove_core.tiny import openai_messages
+    from prove_plugins.models.tiny import openai_messages
 
     messages = openai_messages(example.messages)
     tools = example.tools or None

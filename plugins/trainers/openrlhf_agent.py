@@ -1,7 +1,7 @@
 """PROVE episodes driven by OpenRLHF's multi-turn agent loop (``openrlhf.utils.agent``).
 
 OpenRLHF generates (vLLM) and calls the agent's ``reset`` once and ``step`` after every turn.
-``Episode`` turns that into a normal PROVE rollout: ``prove_core.rollout.rollout`` runs in a
+``Episode`` turns that into a normal PROVE rollout: ``prove_core.env.rollout.rollout`` runs in a
 worker thread with a policy whose ``respond`` hands the conversation to OpenRLHF and waits for the
 model's text. So the episode plays exactly as in the ``trl`` backend and in evaluation: the first
 observation is the system prompt, the tools and the first user turn rendered with the model's
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from prove_core.model import Example, from_json
-from prove_core.rollout import PolicyTurn, RolloutLimits, rollout
+from prove_core.env.rollout import PolicyTurn, RolloutLimits, rollout
 
 
 @functools.lru_cache(maxsize=4)
@@ -34,10 +34,10 @@ def setup(path: str) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from prove_core.config import RewardConfig, structure
-    from prove_core.parsing import load_parser
-    from prove_core.plugins import get_plugins
-    from prove_core.reward import build_reward
-    from prove_core.runtime import Environments
+    from prove_core.reward.parsing import load_parser
+    from prove_core.plugin.manager import get_plugins
+    from prove_core.reward.core import build_reward
+    from prove_core.env.runtime import Environments
 
     data = json.loads(Path(path).read_text())
     registry = get_plugins().registry
@@ -65,7 +65,7 @@ class _Handoff:
         self.actions: queue.Queue = queue.Queue()
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
-        from prove_core.parsing import safe_parse
+        from prove_core.reward.parsing import safe_parse
 
         self.events.put(("turn", list(messages), list(tools)))
         text = self.actions.get()
@@ -114,7 +114,7 @@ class Episode:
 
     def start(self) -> str:
         """Start the episode; returns the first observation (prompt with tools, generation header)."""
-        from prove_core.hf import render
+        from prove_plugins.models.hf import render
 
         self._thread = threading.Thread(target=self._play, daemon=True)
         self._thread.start()
@@ -128,7 +128,7 @@ class Episode:
     def act(self, action_text: str, *, closed: bool = True) -> tuple[str, bool, float, dict[str, float]]:
         """The model's turn in; ``(environment feedback, done, reward, logs)`` out. ``closed``:
         the model ended its turn itself (False when generation stopped at the token limit)."""
-        from prove_core.hf import continuation
+        from prove_plugins.models.hf import continuation
 
         if self.result is not None:
             return "", True, self._reward()[0], self._reward()[1]

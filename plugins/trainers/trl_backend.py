@@ -3,8 +3,8 @@
 TRL samples the prompts (each training example's system prompt and first user turn,
 ``num_generations`` = ``[train].group_size`` times each), computes the GRPO loss with the KL term
 against the starting model, and checkpoints. The rollouts are ours, through TRL's ``rollout_func``:
-every rollout plays its example on **its own live session** (``prove_core.hf.play_batch`` over
-``prove_core.rollout.rollout``): the model's turns are parsed for tool calls, the calls run on
+every rollout plays its example on **its own live session** (``prove_plugins.models.hf.play_batch`` over
+``prove_core.env.rollout.rollout``): the model's turns are parsed for tool calls, the calls run on
 the session, and results and later user turns come back through the chat template, up to the
 turn limits. The returned ``env_mask`` keeps the environment's tokens out of the loss. Each
 reward component is one TRL reward function with its weight, so TRL's total is exactly the
@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from prove_core.model import write_atomic
-from prove_core.training import TrainJob, TrainResult, evaluate, summarize
+from prove_core.train.core import TrainJob, TrainResult, evaluate, summarize
 
 from .local import DONE, load, prepare_model, seed_everything, sft_warmup
 
@@ -81,7 +81,7 @@ class TRLTrainer:
         from transformers import TrainerCallback
         from trl import GRPOConfig
 
-        from prove_core.hf import HFPolicy, Sampling, play_batch
+        from prove_plugins.models.hf import HFPolicy, Sampling, play_batch
 
         settings = job.settings
         _quiet()
@@ -230,7 +230,7 @@ def _require_train_extra() -> None:
 
 
 def _prompt(example: Any) -> list[dict[str, Any]]:
-    from prove_core.rollout import opening, user_turns
+    from prove_core.env.rollout import opening, user_turns
 
     turns = user_turns(example)
     return [*opening(example), {"role": "user", "content": turns[0] if turns else ""}]

@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 import jsonschema
 
-from prove_core.runtime import ServerRuntime, ToolResult
+from prove_core.env.runtime import ServerRuntime, ToolResult
 from prove_core.toolkit.server import Server, ToolDef
 
 NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -298,7 +298,7 @@ def check_annotations(server: Server, seed: int) -> Check:
 async def _mcp_calls(runtime: ServerRuntime, calls: list[tuple[str, str, Any]]) -> tuple[list[Any], list[Any]]:
     from fastmcp import Client
 
-    from prove_core.serving import build_app
+    from prove_core.env.serving import build_app
 
     results = []
     async with Client(build_app([runtime])) as client:

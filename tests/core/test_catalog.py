@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from prove_core.catalog import render
-from prove_core.plugins import Plugins
+from prove_core.env.catalog import render
+from prove_core.plugin.manager import Plugins
 
 CATALOG = Path(__file__).resolve().parents[2] / "docs" / "catalog.md"
 

@@ -2,7 +2,7 @@ import pytest
 
 from prove_core.config import load_experiment, resolve
 from prove_core.errors import ConfigError
-from prove_core.plugins import Plugins
+from prove_core.plugin.manager import Plugins
 from tests.support.toy import server as toy
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from prove_core import hookimpl
 from prove_core.errors import DuplicateComponent, HookNameError, UnknownComponent
-from prove_core.plugins import BUNDLED, Plugins
+from prove_core.plugin.manager import BUNDLED, Plugins
 from tests.support.toy import server as toy_server
 
 

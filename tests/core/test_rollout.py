@@ -1,11 +1,11 @@
 """The shared multi-turn rollout loop: live calls, tool messages, limits, reward-ready output."""
 
 from prove_core.model import ToolCall
-from prove_core.parsing import ParseFailure
-from prove_core.plugins import Plugins
-from prove_core.reward import build_reward
-from prove_core.rollout import PolicyTurn, RolloutLimits, ScriptedPolicy, rollout
-from prove_core.runtime import Environment, ServerRuntime
+from prove_core.reward.parsing import ParseFailure
+from prove_core.plugin.manager import Plugins
+from prove_core.reward.core import build_reward
+from prove_core.env.rollout import PolicyTurn, RolloutLimits, ScriptedPolicy, rollout
+from prove_core.env.runtime import Environment, ServerRuntime
 
 
 def _example():
@@ -14,7 +14,7 @@ def _example():
 
     from prove_core.config import load_experiment
     from prove_core.model import Example, from_json, read_jsonl
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     tmp = Path(tempfile.mkdtemp())
     exp = load_experiment({"name": "r", "output_dir": str(tmp), "servers": [{"name": "banking"}],

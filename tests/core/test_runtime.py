@@ -4,7 +4,7 @@ import time
 import pytest
 
 from prove_core.errors import ResourceExhausted
-from prove_core.runtime import Environment, ServerRuntime
+from prove_core.env.runtime import Environment, ServerRuntime
 from tests.support.toy import server
 
 
@@ -199,8 +199,8 @@ def test_an_unchanged_session_reuses_its_seeds_hash_and_a_changed_one_is_hashed_
 def test_environments_rebuild_a_task_world_from_its_recorded_seed_options():
     """A synthesized task records its servers' seed options, so scoring it needs no config."""
     from prove_core.model import Task
-    from prove_core.plugins import Plugins
-    from prove_core.runtime import Environments
+    from prove_core.plugin.manager import Plugins
+    from prove_core.env.runtime import Environments
 
     registry = Plugins().load(autoload=False).registry
     recorded = Task(servers=["banking"], seed=3, meta={"seed_options": {"banking": {"customers": 12}}})

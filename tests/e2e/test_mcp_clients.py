@@ -16,7 +16,7 @@ from mcp import Client as SdkClient
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from prove_core.runtime import ServerRuntime
+from prove_core.env.runtime import ServerRuntime
 from prove_servers.banking import server as banking
 from tests.e2e.conftest import SERVE_CMD
 

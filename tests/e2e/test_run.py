@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from prove_core.model import Task, from_json, read_jsonl
-from prove_core.plugins import Plugins
+from prove_core.plugin.manager import Plugins
 from prove_core.stages import run_experiment
 
 

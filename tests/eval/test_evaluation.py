@@ -9,13 +9,13 @@ import pytest
 from prove_core import hookimpl
 from prove_core.config import ModelConfig
 from prove_core.errors import ConfigError, ProveError
-from prove_core.evaluation import (Outcome, Reference, build_report, markdown, paired_interval, run_evaluation, wilson,
+from prove_core.eval.core import (Outcome, Reference, build_report, markdown, paired_interval, run_evaluation, wilson,
                                    write_report)
 from prove_core.model import JsonlWriter, ToolCall
-from prove_core.parsing import ParseFailure
-from prove_core.plugins import Plugins
-from prove_core.policies import OpenAIConfig, OpenAIPolicy, build_policy
-from prove_core.rollout import PolicyTurn
+from prove_core.reward.parsing import ParseFailure
+from prove_core.plugin.manager import Plugins
+from prove_plugins.models.clients import OpenAIConfig, OpenAIPolicy, build_policy
+from prove_core.env.rollout import PolicyTurn
 from tests.eval.conftest import eval_experiment, message
 
 
@@ -43,7 +43,7 @@ def test_wilson_interval_matches_known_values():
 
 
 def _results(out, model, bench, outcomes):
-    from prove_core.evaluation import results_path
+    from prove_core.eval.core import results_path
 
     with JsonlWriter(results_path(out, model, bench), key="task_id") as writer:
         for o in outcomes:

@@ -3,7 +3,7 @@ random weights from a config, saved as a checkpoint folder and loaded by the ``h
 
 import pytest
 
-from prove_core.evaluation import ALL, outcomes_of, run_evaluation
+from prove_core.eval.core import ALL, outcomes_of, run_evaluation
 from prove_core.model import Example, from_json, read_jsonl
 from tests.eval.conftest import eval_experiment
 
@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory, corpus):
-    from prove_core.tiny import build_tiny_model, corpus_texts, train_tokenizer
+    from prove_plugins.models.tiny import build_tiny_model, corpus_texts, train_tokenizer
 
     examples = [from_json(r, Example) for r in read_jsonl(corpus)]
     tokenizer = train_tokenizer(corpus_texts(examples), vocab_size=512)
@@ -42,7 +42,7 @@ def test_a_tiny_checkpoint_is_evaluated_end_to_end(tmp_path, corpus, plugins, ch
 def test_hf_client_options_are_checked(plugins, tmp_path):
     from prove_core.config import ModelConfig
     from prove_core.errors import ConfigError, ProveError
-    from prove_core.policies import build_policy
+    from prove_plugins.models.clients import build_policy
 
     with pytest.raises(ConfigError, match=r"\$\.eval\.models\[0\]\.options"):
         build_policy(ModelConfig(name="m", client="hf", options={"max_new_tokens": 8}), plugins.registry)

@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 from prove_core.config import ModelConfig
-from prove_core.evaluation import EvalContext, Reference
-from prove_core.policies import OracleConfig, OraclePolicy, build_policy
-from prove_core.runtime import ServerRuntime
+from prove_core.eval.core import EvalContext, Reference
+from prove_plugins.models.clients import OracleConfig, OraclePolicy, build_policy
+from prove_core.env.runtime import ServerRuntime
 from tests.eval.conftest import message
 
 # tasks whose golden actions write (so leaving one out must change the end state)

@@ -56,8 +56,8 @@ def test_blocking_the_plugin_hides_it(installed):
 @pytest.mark.slow
 def test_contrib_sampler_finds_live_entities(installed):
     code = (
-        "from prove_core.plugins import get_plugins\n"
-        "from prove_core.runtime import ServerRuntime\n"
+        "from prove_core.plugin.manager import get_plugins\n"
+        "from prove_core.env.runtime import ServerRuntime\n"
         "reg = get_plugins().registry\n"
         "rt = ServerRuntime(reg.load('servers', 'library'))\n"
         "sid = rt.new_session()\n"

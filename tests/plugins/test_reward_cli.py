@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from prove_core.model import ToolCall, to_json
-from prove_core.plugins import Plugins
+from prove_core.plugin.manager import Plugins
 from prove_core.stages import run_experiment
 from tests.support.reward_tasks import banking_transfer_task, example_for, shopping_checkout_task
 

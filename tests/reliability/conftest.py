@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_load import ROOT, Served, free_port, wait_for_port
-from prove_core.plugins import Plugins
+from prove_core.plugin.manager import Plugins
 
 # The faulty test server over streamable HTTP: the same `serve()` that `prove serve` calls, for a
 # server that is not registered as a plugin.
 FAULTY_CHILD = """
 import sys
-from prove_core.runtime import ServerRuntime
-from prove_core.serving import serve
+from prove_core.env.runtime import ServerRuntime
+from prove_core.env.serving import serve
 from tests.reliability.faulty import server
 
 port, timeout, token = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]

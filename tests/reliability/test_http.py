@@ -57,7 +57,7 @@ MALFORMED = {
 
 def write_in(session: str, request_id) -> bytes:
     """A card freeze (a write) on the served seed state, as a JSON-RPC request with this id."""
-    from prove_core.runtime import ServerRuntime
+    from prove_core.env.runtime import ServerRuntime
     from prove_servers.banking import server
 
     rt = ServerRuntime(server)
@@ -181,7 +181,7 @@ _SUBJECTS: list = []
 
 def _http_subjects():
     if not _SUBJECTS:
-        from prove_core.plugins import Plugins
+        from prove_core.plugin.manager import Plugins
 
         registry = Plugins().load(autoload=False).registry
         for name in ("banking", "shopping"):

@@ -9,8 +9,8 @@ from typing import Any
 import pluggy
 import pytest
 
-from prove_core import hookspecs
-from prove_core.runtime import ServerRuntime
+from prove_core.plugin import hookspecs
+from prove_core.env.runtime import ServerRuntime
 from prove_core.toolkit import State, ToolError
 from prove_servers import calendar
 from prove_servers.calendar import CalendarOptions, server

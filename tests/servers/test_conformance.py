@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-from prove_core.plugins import BUNDLED
+from prove_core.plugin.manager import BUNDLED
 from prove_core.testing import ServerConformance, audit
 from prove_core.toolkit import Server
 from prove_servers.banking import server as banking
@@ -50,7 +50,7 @@ def reference_hash(state):
 def test_the_runtimes_table_by_table_state_hash_equals_the_whole_dump(module):
     """The runtime reuses the seed's serialized tables for tables a session has not written; after
     every write example of every tool the hash must still be the one-piece definition's."""
-    from prove_core.runtime import ServerRuntime
+    from prove_core.env.runtime import ServerRuntime
     from prove_core.testing.conformance import example_args
 
     rt = ServerRuntime(server_of(module))

@@ -17,8 +17,8 @@ from typing import Any
 import pluggy
 import pytest
 
-from prove_core import hookspecs
-from prove_core.runtime import ServerRuntime
+from prove_core.plugin import hookspecs
+from prove_core.env.runtime import ServerRuntime
 from prove_core.toolkit import Collection, State, ToolError
 from prove_servers import filesystem
 from prove_servers.filesystem import MAX_SYMLINK_HOPS, MAX_TEXT_FILE_BYTES, FsOptions, server

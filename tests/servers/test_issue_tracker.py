@@ -10,8 +10,8 @@ import json
 import pluggy
 import pytest
 
-from prove_core import hookspecs
-from prove_core.runtime import ServerRuntime
+from prove_core.plugin import hookspecs
+from prove_core.env.runtime import ServerRuntime
 from prove_core.toolkit import State, ToolError
 from prove_servers import issue_tracker
 from prove_servers.issue_tracker import TrackerOptions, server

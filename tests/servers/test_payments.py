@@ -13,8 +13,8 @@ from typing import Any
 import pluggy
 import pytest
 
-from prove_core import hookspecs
-from prove_core.runtime import ServerRuntime
+from prove_core.plugin import hookspecs
+from prove_core.env.runtime import ServerRuntime
 from prove_core.toolkit import State, ToolError
 from prove_servers import payments
 from prove_servers.payments import PaymentsOptions, server

@@ -12,8 +12,8 @@ from typing import Any
 import pluggy
 import pytest
 
-from prove_core import hookspecs
-from prove_core.runtime import ServerRuntime
+from prove_core.plugin import hookspecs
+from prove_core.env.runtime import ServerRuntime
 from prove_servers import shopping
 from prove_servers.shopping import ShopOptions, server
 

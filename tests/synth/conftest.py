@@ -1,8 +1,8 @@
 import pytest
 
 from prove_core.config import SynthConfig, load_experiment
-from prove_core.plugins import Plugins
-from prove_core.synthesis import synthesize
+from prove_core.plugin.manager import Plugins
+from prove_core.synth.pipeline import synthesize
 
 
 @pytest.fixture(scope="session")

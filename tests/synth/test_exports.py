@@ -17,9 +17,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from prove_core.exporters import EXPORTERS, export, sft_examples, with_tools_in_system
+from prove_core.synth.exporters import EXPORTERS, export, sft_examples, with_tools_in_system
 from prove_core.model import read_jsonl
-from prove_core.synthesis import synthesize
+from prove_core.synth.pipeline import synthesize
 from tests.synth.conftest import experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def test_rl_and_openrlhf_rows_carry_the_first_turn_the_tools_and_the_task(export
 
 
 def test_the_exporters_import_neither_torch_nor_datasets_and_old_names_still_work(exported, tmp_path):
-    code = ("import sys, prove_core.exporters; "
+    code = ("import sys, prove_core.synth.exporters; "
             "print(sorted(m for m in ('torch', 'datasets', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
@@ -232,7 +232,7 @@ def tokenizer(exported):
     pytest.importorskip("trl", reason="needs the train extra: pip install torch==2.13.0 && pip install -e '.[train]'")
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from prove_core.tiny import train_tokenizer
+    from prove_plugins.models.tiny import train_tokenizer
 
     lines = (exported.dir / "corpus.jsonl").read_text().splitlines()
     return train_tokenizer(lines, vocab_size=2000, template=qwen2_5_chat_template, model_max_length=1 << 16)
@@ -323,7 +323,7 @@ def test_trl_sft_trainer_trains_on_assistant_tokens_only(exported, tokenizer, tm
     from trl import SFTConfig, SFTTrainer
     from trl.chat_template_utils import qwen2_5_training_chat_template
 
-    from prove_core.tiny import build_tiny_model
+    from prove_plugins.models.tiny import build_tiny_model
 
     datasets.disable_progress_bars()
     data = datasets.load_dataset("json", data_files=str(exported.dir / "sft.jsonl"), split="train")
@@ -365,7 +365,7 @@ def test_trl_grpo_trainer_reads_the_rl_export(exported, tokenizer, tmp_path):
     import datasets
     from trl import GRPOConfig, GRPOTrainer
 
-    from prove_core.tiny import build_tiny_model
+    from prove_plugins.models.tiny import build_tiny_model
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     datasets.disable_progress_bars()

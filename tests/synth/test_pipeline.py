@@ -8,8 +8,8 @@ import sys
 import time
 
 from prove_core.model import Example, from_json, read_jsonl
-from prove_core.runtime import Environment, ServerRuntime
-from prove_core.validation import call_tokens, jaccard, replay, ungrounded_mentions
+from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.synth.validation import call_tokens, jaccard, replay, ungrounded_mentions
 from tests.synth.conftest import experiment
 
 
@@ -127,7 +127,7 @@ def test_exports_for_trainers(corpus):
 
 
 def test_same_seed_same_corpus_other_seed_other_corpus(tmp_path, plugins):
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     def run(where, seed):
         exp = experiment(where, examples=25, seed=seed)
@@ -170,7 +170,7 @@ def test_a_resume_with_other_code_seeds_or_options_stops_and_fresh_starts_over(t
     import pytest
 
     from prove_core.errors import ConfigError
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     exp = experiment(tmp_path, examples=10)
     synthesize(exp, plugins, echo=lambda _: None, progress=False)

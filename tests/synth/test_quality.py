@@ -1,9 +1,9 @@
-"""The corpus-quality figures (prove_core.corpus_quality) catch what they claim to catch, and a
+"""The corpus-quality figures (prove_core.synth.quality) catch what they claim to catch, and a
 synthesized corpus meets them."""
 
 import json
 
-from prove_core.corpus_quality import figures, skeleton, unnamed_entity_calls
+from prove_core.synth.quality import figures, skeleton, unnamed_entity_calls
 from prove_core.model import Example, Message, Task, ToolCall, from_json, read_jsonl
 
 

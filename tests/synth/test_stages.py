@@ -7,10 +7,10 @@ import pytest
 
 from prove_core.config import load_experiment
 from prove_core.errors import ConfigError
-from prove_core.graph import Chain, Edge, GraphCache, ToolGraph, coverage_report, schema_hash
+from prove_core.synth.graph import Chain, Edge, GraphCache, ToolGraph, coverage_report, schema_hash
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
-from prove_core.runtime import Environment, ServerRuntime
-from prove_core.validation import Deduper, provenance, replay, ungrounded_mentions
+from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.synth.validation import Deduper, provenance, replay, ungrounded_mentions
 from prove_plugins.graph import ChainExtractor, SchemaLabeller
 from prove_plugins.sampler import LiveSampler, SupportRule
 from prove_servers.banking import server as banking

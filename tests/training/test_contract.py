@@ -9,9 +9,9 @@ import pytest
 from prove_core.config import load_experiment
 from prove_core.errors import ConfigError
 from prove_core.model import ToolCall
-from prove_core.plugins import Plugins
-from prove_core.rollout import PolicyTurn, ScriptedPolicy
-from prove_core.training import TrainResult, evaluate, run_training, split
+from prove_core.plugin.manager import Plugins
+from prove_core.env.rollout import PolicyTurn, ScriptedPolicy
+from prove_core.train.core import TrainResult, evaluate, run_training, split
 
 
 class OracleTrainer:
@@ -43,7 +43,7 @@ def plugins_with_trainer():
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     tmp = tmp_path_factory.mktemp("corpus")
     exp = load_experiment({"name": "c", "output_dir": str(tmp), "servers": [{"name": "banking"}],
@@ -108,7 +108,7 @@ def test_unknown_train_keys_are_rejected_with_their_path():
 
 
 def test_held_out_split_is_seeded_and_disjoint(corpus):
-    from prove_core.training import load_corpus
+    from prove_core.train.core import load_corpus
 
     examples = load_corpus(corpus)
     a_train, a_held = split(examples, 3, seed=1)
@@ -137,7 +137,7 @@ def test_perturbations_reach_the_backend_when_asked(tmp_path, corpus):
 
 
 def test_the_prove_train_command_runs_a_plugin_trainer_by_name(tmp_path, corpus, monkeypatch, capsys):
-    import prove_core.plugins as plugin_module
+    import prove_core.plugin.manager as plugin_module
     from prove_core.cli import main
 
     monkeypatch.setattr(plugin_module, "_DEFAULT", plugins_with_trainer())

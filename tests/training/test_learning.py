@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("trl", reason="needs the train extra: pip install torch==2.13.0 && pip install -e '.[train]'")
 
 from prove_core.config import load_experiment  # noqa: E402
-from prove_core.plugins import Plugins  # noqa: E402
+from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.stages import run_experiment  # noqa: E402
 
 STEPS = 10

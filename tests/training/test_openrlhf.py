@@ -18,8 +18,8 @@ pytest.importorskip("openrlhf", reason="install OpenRLHF without its GPU depende
 pytest.importorskip("openrlhf.utils.agent", reason="openrlhf.utils.agent needs aiohttp and pylatexenc")
 
 from prove_core.config import load_experiment  # noqa: E402
-from prove_core.plugins import Plugins  # noqa: E402
-from prove_core.training import run_training  # noqa: E402
+from prove_core.plugin.manager import Plugins  # noqa: E402
+from prove_core.train.core import run_training  # noqa: E402
 
 
 def openrlhf_parser():
@@ -44,7 +44,7 @@ def openrlhf_parser():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     tmp = tmp_path_factory.mktemp("orl")
     exp = {"name": "o", "output_dir": str(tmp), "stages": ["synth", "train"], "servers": [{"name": "banking"}],
@@ -126,7 +126,7 @@ class TinyEngine:
     """Stands in for a vLLM engine: generates from a real (tiny, local) model."""
 
     def __init__(self, model, tokenizer):
-        from prove_core.hf import Generator, Sampling
+        from prove_plugins.models.hf import Generator, Sampling
 
         self.tokenizer = tokenizer
         self.generator = Generator(model, tokenizer, Sampling(max_new_tokens=40, temperature=1.0))

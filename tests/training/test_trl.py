@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("trl", reason="needs the train extra: pip install torch==2.13.0 && pip install -e '.[train]'")
 
 from prove_core.config import load_experiment  # noqa: E402
-from prove_core.plugins import Plugins  # noqa: E402
-from prove_core.training import run_training  # noqa: E402
+from prove_core.plugin.manager import Plugins  # noqa: E402
+from prove_core.train.core import run_training  # noqa: E402
 
 TINY = {"hidden_size": 32, "layers": 1, "heads": 2, "vocab_size": 600, "max_tool_chars": 120}
 
@@ -26,7 +26,7 @@ def experiment(tmp, steps, **train):
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
-    from prove_core.synthesis import synthesize
+    from prove_core.synth.pipeline import synthesize
 
     tmp = tmp_path_factory.mktemp("trl")
     plugins = Plugins().load(autoload=False)
@@ -75,7 +75,7 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(first_run):
 def test_the_policy_trained_is_the_one_evaluated(first_run):
     """The final model on disk generates what the after-evaluation recorded (same greedy turns)."""
     tmp, plugins, _, _ = first_run
-    from prove_core.hf import HFPolicy, Sampling
+    from prove_plugins.models.hf import HFPolicy, Sampling
     from prove_core.model import Example, from_json, read_jsonl
     from prove_plugins.trainers.local import load
 
@@ -98,7 +98,7 @@ def test_an_interrupted_warm_up_resumes_to_the_weights_of_an_uninterrupted_one(f
     import torch
 
     from prove_core.model import Example, from_json, read_jsonl
-    from prove_core.training import TrainJob
+    from prove_core.train.core import TrainJob
     from prove_plugins.trainers.local import load, sft_warmup
 
     tmp, _, _, _ = first_run

@@ -1,6 +1,6 @@
 """``prove eval``: the evaluator contract (component kind ``evaluators``), results and reports.
 
-An **evaluator** plays a policy (a model client, ``prove_core.policies``) on a benchmark and
+An **evaluator** plays a policy (a model client, ``prove_plugins.models.clients``) on a benchmark and
 yields one ``Outcome`` per task::
 
     @attrs.frozen
@@ -42,7 +42,7 @@ import structlog
 
 from prove_core.errors import ConfigError
 from prove_core.model import JsonlWriter, read_jsonl
-from prove_core.rollout import Policy, PolicyTurn
+from prove_core.env.rollout import Policy, PolicyTurn
 
 log = structlog.get_logger()
 
@@ -170,8 +170,8 @@ def _plan(settings: Any, registry: Any) -> list[_Planned]:
     """Phase 2 of ``[eval]``: every model client and evaluator built before anything runs, so a
     typo fails in a second, not after the first model finished."""
     from prove_core.config import config_problems, listed_more_than_once, raise_problems
-    from prove_core.policies import build_policy
-    from prove_core.reward import load_component
+    from prove_plugins.models.clients import build_policy
+    from prove_core.reward.core import load_component
 
     problems: list[str] = []
     policies = {}

@@ -25,8 +25,8 @@ from typing import Any
 import structlog
 
 from prove_core.errors import ProveError
-from prove_core.parsing import Parser, load_parser
-from prove_core.reward import Reward, RewardResult, rollout_from_record
+from prove_core.reward.parsing import Parser, load_parser
+from prove_core.reward.core import Reward, RewardResult, rollout_from_record
 
 log = structlog.get_logger()
 
@@ -58,7 +58,7 @@ def reward_setup(config: str | Path | None, registry: Any) -> tuple[Reward, Any]
     """The ``Reward`` and ``[reward]`` settings of an experiment file (``None``: the paper's
     reward on the servers' default seed options)."""
     from prove_core.config import RewardConfig, load_experiment, resolve
-    from prove_core.reward import build_reward
+    from prove_core.reward.core import build_reward
 
     if config is None:
         settings = RewardConfig()

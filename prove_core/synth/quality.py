@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from prove_core.model import Example
-from prove_core.validation import ID_PATTERN
+from prove_core.synth.validation import ID_PATTERN
 
 PAPER_BEHAVIOUR = {"call": 10_895 / 13_517, "clarify": 1_500 / 13_517, "abstain": 1_122 / 13_517}
 PAPER_STRATA = {"complete": 0.6, "missing": 0.2, "minimal": 0.2}

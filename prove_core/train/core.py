@@ -13,11 +13,11 @@ A **trainer** (component kind ``trainers``) is a backend that runs multi-turn GR
         def train(self, job: TrainJob) -> TrainResult: ...
 
 ``job`` carries everything a backend needs: the experiment and its ``[train]`` settings, the
-training examples and the held-out ones, the reward (``prove_core.reward``: the composed
+training examples and the held-out ones, the reward (``prove_core.reward.core``: the composed
 components), ``environment(task)`` (the task's servers, from which every rollout forks its own
 live session) with the rollout limits, the perturber (when ``[train].perturb`` asks to perturb
 prompts again), the output folder, a metrics log and ``echo`` for progress. Rollouts go through
-``prove_core.rollout.rollout`` (``prove_core.hf.play_batch`` for local models), so tool calls are
+``prove_core.env.rollout.rollout`` (``prove_plugins.models.hf.play_batch`` for local models), so tool calls are
 parsed from the model's text, run on that rollout's session and fed back with the chat template.
 
 Swapping the backend is one key: ``[train] backend = "openrlhf"``. Bundled: ``trl`` (single
@@ -42,9 +42,9 @@ import structlog
 from prove_core.config import Experiment, TrainConfig, resolve
 from prove_core.errors import ConfigError, UnknownComponent
 from prove_core.model import Example, from_json, read_jsonl, write_atomic
-from prove_core.reward import Reward, RewardResult, build_reward, instantiate
-from prove_core.rollout import RolloutLimits
-from prove_core.runtime import Environment, Environments
+from prove_core.reward.core import Reward, RewardResult, build_reward, instantiate
+from prove_core.env.rollout import RolloutLimits
+from prove_core.env.runtime import Environment, Environments
 
 log = structlog.get_logger()
 
@@ -162,12 +162,12 @@ def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, enviro
     and under ``tasks`` the same per example (what the report pairs before and after GRPO).
     A local ``HFPolicy`` plays episodes in batches; any other policy plays them one by one.
     ``out`` receives one JSON line per rollout (transcript and scores)."""
-    from prove_core.rollout import rollout
+    from prove_core.env.rollout import rollout
 
     started = time.perf_counter()
     todo = [e for e in examples for _ in range(samples)]
     ids = [f"{e.id}#{k}" for e in examples for k in range(samples)]
-    hf = sys.modules.get("prove_core.hf")  # loaded whenever a local model is in play; never imported here
+    hf = sys.modules.get("prove_plugins.models.hf")  # loaded whenever a local model is in play; never imported here
     if hf is not None and isinstance(policy, hf.HFPolicy) and isinstance(policy.generate, hf.Generator):
         played = [ep.played for ep in hf.play_batch(policy, todo, environment, limits=limits, max_batch=max_batch,
                                                  rollout_ids=ids)]
@@ -236,7 +236,7 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     perturber = None
     if settings.perturb:
         from prove_core.config import SynthConfig
-        from prove_core.perturbation import build_perturber
+        from prove_core.synth.perturbation import build_perturber
 
         perturber = build_perturber((experiment.synth or SynthConfig()).perturbations, registry,
                                     path="$.synth.perturbations")
@@ -255,7 +255,7 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     summary = {"ok": result.ok, "backend": settings.backend, "steps": result.steps, "model_dir": result.model_dir,
                "before": result.before, "after": result.after, "seconds": seconds, **result.details}
     write_atomic(out_dir / "result.json", json.dumps(summary, indent=2, default=str))
-    from prove_core.training_report import write_report
+    from prove_core.train.report import write_report
 
     report = write_report(out_dir, metrics.records(), result, settings=settings, seconds=seconds)
     summary["report"] = str(report)

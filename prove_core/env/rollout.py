@@ -9,7 +9,7 @@ A **policy** answers one assistant turn at a time::
 ``messages`` are OpenAI-style chat messages so far and ``tools`` the offered tools (OpenAI
 function format). A turn has prose and tool calls — already parsed into ``ToolCall``s and
 ``ParseFailure``s (a policy that generates text parses it with a registered parser; see
-``prove_core.parsing``) — plus the raw text it generated.
+``prove_core.reward.parsing``) — plus the raw text it generated.
 
 ``rollout(policy, example, env)`` plays one example: the example's user turns are fed in order
 (the task's ``meta["user_turns"]`` count, taken from the example's own messages); after each
@@ -28,9 +28,9 @@ from typing import Any, Protocol
 import attrs
 
 from prove_core.model import Example, Message
-from prove_core.parsing import Attempt, AttemptViews
-from prove_core.reward import Rollout
-from prove_core.runtime import Environment
+from prove_core.reward.parsing import Attempt, AttemptViews
+from prove_core.reward.core import Rollout
+from prove_core.env.runtime import Environment
 
 
 @attrs.frozen(kw_only=True)

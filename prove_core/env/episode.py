@@ -20,7 +20,7 @@ import structlog
 from prove_core.config import EpisodeConfig
 from prove_core.errors import ConfigError
 from prove_core.model import GroundTruthCall, Task
-from prove_core.runtime import Environment, ToolResult
+from prove_core.env.runtime import Environment, ToolResult
 
 REF = re.compile(r"^\$\{([A-Za-z_][\w-]*)((?:\.[\w-]+|\[[^\]]+\])*)\}$")
 SEGMENT = re.compile(r"\.([\w-]+)|\[([^\]]+)\]")

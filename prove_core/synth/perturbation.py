@@ -153,7 +153,7 @@ def build_perturber(config: PerturbationsConfig | Mapping[str, Any] | None, regi
     """Phase 2: look each perturbation up in the registry and structure its options (errors name
     ``path``, e.g. ``$.synth.perturbations.perturbations[1].options``)."""
     from prove_core.config import raise_problems, structure
-    from prove_core.reward import load_component
+    from prove_core.reward.core import load_component
 
     if config is None:
         config = PerturbationsConfig()

@@ -41,8 +41,8 @@ import structlog
 
 from prove_core.errors import ConfigError, ProveError, UnknownComponent
 from prove_core.model import GroundTruthCall, Task, ToolCall, from_json
-from prove_core.parsing import Attempt, AttemptViews, ParsedTurn, ParseFailure, Parser, decode_openai_tool_call, safe_parse
-from prove_core.runtime import Environment, ServerRuntime, ToolResult
+from prove_core.reward.parsing import Attempt, AttemptViews, ParsedTurn, ParseFailure, Parser, decode_openai_tool_call, safe_parse
+from prove_core.env.runtime import Environment, ServerRuntime, ToolResult
 from prove_core.toolkit.state import Snapshot, State
 
 log = structlog.get_logger()

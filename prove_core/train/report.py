@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prove_core.evaluation import paired_interval
+from prove_core.eval.core import paired_interval
 
 REWARD_PREFIX = "reward/"
 

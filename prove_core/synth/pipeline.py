@@ -30,12 +30,12 @@ import attrs
 import structlog
 
 from prove_core.config import Experiment, ResolvedServer, SynthConfig, resolve
-from prove_core.conversation import ConversationMachine, Unusable
+from prove_core.synth.conversation import ConversationMachine, Unusable
 from prove_core.errors import ConfigError
-from prove_core.graph import Chain, GraphCache, coverage_report, schema_hash
+from prove_core.synth.graph import Chain, GraphCache, coverage_report, schema_hash
 from prove_core.model import Example, JsonlWriter, read_jsonl, to_json, write_atomic
-from prove_core.runtime import Environment, ServerRuntime
-from prove_core.validation import Deduper, call_tokens, replay, ungrounded_mentions
+from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.synth.validation import Deduper, call_tokens, replay, ungrounded_mentions
 
 log = structlog.get_logger()
 
@@ -352,7 +352,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     global _WORK
     perturber = None
     if cfg.perturb:
-        from prove_core.perturbation import build_perturber
+        from prove_core.synth.perturbation import build_perturber
 
         teacher = _configured(plugins.registry.load("teachers", cfg.teacher), cfg)
         perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations",
@@ -406,7 +406,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 else:
                     stats.drop("duplicate", "")
     report = stats.to_json(plans)
-    from prove_core.corpus_quality import figures
+    from prove_core.synth.quality import figures
 
     report["quality"] = figures(_example(r) for r in read_jsonl(corpus))
     report["yield"] = _yield(corpus, drops)
@@ -417,7 +417,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     _write_markdown(report, out_dir / "stats.md")
     if cfg.plots:
         report["plots"] = _plots(report, out_dir)
-    from prove_core.exporters import export
+    from prove_core.synth.exporters import export
 
     report["exports"] = {fmt: str(export(fmt, corpus, out_dir)) for fmt in cfg.exports}
     echo(f"synth: {report['examples']} examples ({_fmt(report['by_behaviour'])}); "
@@ -515,7 +515,7 @@ class _pool:
 
 
 def _import(spec: Any, plugins: Any, cfg: SynthConfig) -> Any:
-    from prove_core.importers import IMPORTERS
+    from prove_core.synth.importers import IMPORTERS
 
     teacher = plugins.registry.load("teachers", cfg.teacher)
     system = "You are an assistant that can call the tools listed for this conversation."
@@ -566,7 +566,7 @@ def _write_markdown(report: dict[str, Any], path: Path) -> None:
               for reason, tools in report.get("drops_by_tool", {}).items()]
     lines += [""]
     if "quality" in report:
-        from prove_core.corpus_quality import markdown
+        from prove_core.synth.quality import markdown
 
         lines += markdown(report["quality"])
     lines += ["", f"Time: generation {report['seconds']['generate']} s, validation {report['seconds']['validate']} s "

@@ -1,4 +1,4 @@
-"""Local Hugging Face causal LMs as rollout policies (``prove_core.rollout.Policy``).
+"""Local Hugging Face causal LMs as rollout policies (``prove_core.env.rollout.Policy``).
 
 ``HFPolicy(model, tokenizer)`` renders the messages and offered tools with the tokenizer's chat
 template, generates one assistant turn, and parses it with a registered parser (``hermes`` by
@@ -14,7 +14,7 @@ from the environment's (tool results, later user turns), and many episodes gener
 - ``BatchedGenerator`` lets episodes that run in threads share batched ``generate`` calls: each
   generation waits until every live episode has asked (so a batch's composition, and with a seed
   its samples, do not depend on thread timing), then one batch answers them all.
-- ``play_batch`` runs ``prove_core.rollout.rollout`` for many examples that way and returns
+- ``play_batch`` runs ``prove_core.env.rollout.rollout`` for many examples that way and returns
   each episode's ``Played`` result with its recorder.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import attrs
 
-from prove_core.parsing import Parser, load_parser, safe_parse
-from prove_core.rollout import Played, PolicyTurn, RolloutLimits, rollout
+from prove_core.reward.parsing import Parser, load_parser, safe_parse
+from prove_core.env.rollout import Played, PolicyTurn, RolloutLimits, rollout
 
 
 @attrs.frozen(kw_only=True)
@@ -45,7 +45,7 @@ def _parser(parser: str | Parser, registry: Any | None) -> Parser:
     if not isinstance(parser, str):
         return parser
     if registry is None:
-        from prove_core.plugins import get_plugins
+        from prove_core.plugin.manager import get_plugins
 
         registry = get_plugins().registry
     return load_parser(registry, parser)

@@ -26,9 +26,9 @@ import pluggy
 import structlog
 from stevedore import NamedExtensionManager
 
-from prove_core import hookspecs
+from prove_core.plugin import hookspecs
 from prove_core.errors import HookNameError, PluginError, PluginHookFailed
-from prove_core.registry import KINDS, Registry
+from prove_core.plugin.registry import KINDS, Registry
 
 NAMESPACE = "prove.plugins"
 BUNDLED = (

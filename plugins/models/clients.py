@@ -1,4 +1,4 @@
-"""Model clients: policies (``prove_core.rollout.Policy``) that evaluators and rollouts play.
+"""Model clients: policies (``prove_core.env.rollout.Policy``) that evaluators and rollouts play.
 
 =========  ====================================================================================
 hf         a local Hugging Face model (a checkpoint folder): its chat template renders the
@@ -31,8 +31,8 @@ import structlog
 
 from prove_core.errors import ConfigError, ProveError
 from prove_core.model import ToolCall
-from prove_core.parsing import Attempt, decode_openai_tool_call, load_parser, safe_parse
-from prove_core.rollout import PolicyTurn
+from prove_core.reward.parsing import Attempt, decode_openai_tool_call, load_parser, safe_parse
+from prove_core.env.rollout import PolicyTurn
 
 log = structlog.get_logger()
 
@@ -258,7 +258,7 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class HFPolicy:
-    """A local transformers model: ``prove_core.hf.HFPolicy`` (the one training samples with)
+    """A local transformers model: ``prove_plugins.models.hf.HFPolicy`` (the one training samples with)
     loaded from a checkpoint folder; its chat template renders the turn and ``parser`` reads it."""
 
     Config = HFConfig
@@ -266,8 +266,8 @@ class HFPolicy:
     def __init__(self, config: HFConfig, *, name: str = "hf", registry: Any = None, model: Any = None,
                  tokenizer: Any = None) -> None:
         try:
-            from prove_core.hf import HFPolicy as Local
-            from prove_core.hf import Sampling
+            from prove_plugins.models.hf import HFPolicy as Local
+            from prove_plugins.models.hf import Sampling
         except ImportError:
             raise ProveError("the hf client needs torch and transformers: pip install torch==2.13.0 transformers") from None
         self.config, self.name = config, name

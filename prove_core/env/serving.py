@@ -29,7 +29,7 @@ from fastmcp.tools.base import ToolResult as McpToolResult
 from mcp.types import TextContent, ToolAnnotations
 
 from prove_core.errors import InvalidArgument
-from prove_core.runtime import ServerRuntime, ToolResult, unknown_tool
+from prove_core.env.runtime import ServerRuntime, ToolResult, unknown_tool
 
 log = structlog.get_logger()
 

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from prove_core.model import Example
-from prove_core.runtime import Environment
+from prove_core.env.runtime import Environment
 
 ID_PATTERN = re.compile(r"\b[a-z]{2,5}_[0-9a-z]{8}\b")
 SECRET_WORDS = ("password", "token", "secret", "pin", "api_key", "otp", "passcode")

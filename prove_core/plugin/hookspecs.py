@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from prove_core.registry import Register
+    from prove_core.plugin.registry import Register
 
 hookspec = pluggy.HookspecMarker("prove")
 hookimpl = pluggy.HookimplMarker("prove")

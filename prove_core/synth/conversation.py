@@ -34,13 +34,13 @@ from typing import Any
 import attrs
 
 from prove_core.config import STRATA, MachineConfig
-from prove_core.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
+from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
-from prove_core.runtime import Environment, ToolResult
+from prove_core.env.runtime import Environment, ToolResult
 from prove_core.testing.conformance import example_at
 from prove_core.toolkit.phrasing import implied_by_wording, slots, templates
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
-from prove_core.validation import SCHEMA_CODES
+from prove_core.synth.validation import SCHEMA_CODES
 
 # Fields of a record a user may know it by, and look it up with.
 LOOKUP_FIELDS = ("name", "full_name", "display_name", "email", "title", "username", "handle", "nickname", "company")

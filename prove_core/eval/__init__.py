@@ -1,0 +1,2 @@
+"""``prove eval``: the evaluator contract, outcomes and reports (``core``). Evaluators themselves
+are plugins (``prove_plugins.eval_*``)."""
