@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from prove_core.errors import ErrorCode  # noqa: E402
 from prove_core.env.runtime import ServerRuntime, ToolResult  # noqa: E402
+from prove_core.errors import ErrorCode  # noqa: E402
 from prove_core.testing.conformance import example_at  # noqa: E402
 from prove_core.toolkit.server import ENTITY_KEY, Server, ToolDef  # noqa: E402
 from prove_core.toolkit.state import State  # noqa: E402

@@ -48,9 +48,9 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from prove_core.env.runtime import Environment, ServerRuntime  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
-from prove_core.env.runtime import Environment, ServerRuntime  # noqa: E402
 from prove_core.testing.conformance import bad_calls, example_at  # noqa: E402
 
 # The served child: the real `prove serve` command line, with `serving.serve` wrapped so that on
@@ -552,7 +552,8 @@ def main() -> None:
 def report_mcp(mcp: dict[str, Any], clients: int, servers: int) -> None:
     load, base = mcp["load"], mcp.get("baseline", {})
     print(f"MCP load       {load['sessions']} sessions over {clients} clients, {servers} servers: "
-          f"{load['calls']:,} calls in {load['seconds']} s = {load['calls_per_s']:,} calls/s, p50 {load['p50_ms']} ms, p99 {load['p99_ms']} ms "
+          f"{load['calls']:,} calls in {load['seconds']} s = {load['calls_per_s']:,} calls/s, "
+          f"p50 {load['p50_ms']} ms, p99 {load['p99_ms']} ms "
           f"({load['typed_errors']:,} typed errors)")
     if base:
         print(f"  baseline     one session alone: {base['calls_per_s']:,} calls/s, p50 {base['p50_ms']} ms   "

@@ -30,12 +30,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prove_core.config import load_experiment  # noqa: E402
+from prove_core.env.runtime import Environments  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
 from prove_core.model import Example, from_json, read_jsonl  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.reward.core import build_reward  # noqa: E402
 from prove_core.synth.pipeline import synthesize  # noqa: E402
-from prove_core.env.runtime import Environments  # noqa: E402
 
 SHAPES = {
     "tiny": {"hidden_size": 128, "layers": 2, "heads": 4},

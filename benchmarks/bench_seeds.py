@@ -17,9 +17,9 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from prove_core.env.runtime import ServerRuntime  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
-from prove_core.env.runtime import ServerRuntime  # noqa: E402
 
 
 def best(fn, repeats: int) -> float:
@@ -50,14 +50,15 @@ def main() -> None:
     for name in registry.names("servers"):
         server = registry.load("servers", name)
         big = scaled(server.options_type)
-        seed_ms = best(lambda: server.build_state(0), 2 if quick else 5) * 1e3
-        big_ms = best(lambda: server.build_state(0, big), 1 if quick else 3) * 1e3
+        seed_ms = best(lambda server=server: server.build_state(0), 2 if quick else 5) * 1e3
+        big_ms = best(lambda server=server, big=big: server.build_state(0, big), 1 if quick else 3) * 1e3
         forks = []
         for options in (None, big):
             rt = ServerRuntime(server, options=options, max_sessions=10**6)
             snap = rt.seed_snapshot()
             n = 200 if quick else 2000
-            forks.append(best(lambda: [rt.close(rt.new_session(snapshot=snap)) for _ in range(n)], 3) / n * 1e6)
+            forks.append(best(lambda rt=rt, snap=snap, n=n: [rt.close(rt.new_session(snapshot=snap)) for _ in range(n)], 3)
+                         / n * 1e6)
         records = sum(server.build_state(0).table_sizes().values())
         print(f"{name:<16}{records:>9}{seed_ms:>10.1f}{big_ms:>9.1f}{big_ms / seed_ms:>7.1f}"
               f"{forks[0]:>10.2f}{forks[1]:>9.2f}{forks[1] / forks[0]:>7.2f}")

@@ -26,10 +26,10 @@ from typing import Any
 import attrs
 
 from prove_core import hookimpl
+from prove_core.env.rollout import Policy, PolicyTurn
+from prove_core.env.runtime import ServerRuntime, ToolResult, build_runtime
 from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Message, ToolCall
-from prove_core.env.rollout import Policy, PolicyTurn
-from prove_core.env.runtime import ServerRuntime, ToolResult
 from prove_plugins.benchmark_servers import BFCL_CATEGORIES
 from prove_plugins.wrapped import render_value
 
@@ -85,6 +85,7 @@ class Bfcl:
 
     name = "bfcl"
     Config = BfclConfig
+    sessions: Any = None  # the experiment's [sessions], set by evaluate (None: defaults)
 
     def __init__(self, config: BfclConfig) -> None:
         self.config = config
@@ -93,6 +94,7 @@ class Bfcl:
         from prove_plugins import bfcl_servers
 
         bfcl_servers.require_bfcl()
+        self.sessions = getattr(context.experiment, "sessions", None)
         wanted_ids = set(self.config.ids)
         for category in self.config.categories:
             answers = bfcl_servers.ground_truth(category)
@@ -120,7 +122,7 @@ class Bfcl:
         runtimes = []
         for class_name in entry["involved_classes"]:
             server = getattr(bfcl_servers, bfcl_servers.CLASS_TO_SERVER[class_name])
-            runtime = ServerRuntime(server, seed=index, options=options)
+            runtime = build_runtime(server, seed=index, options=options, sessions=self.sessions)
             runtimes.append(runtime)
             routes.update({tool: runtime for tool in server.tools})  # a later class wins, as in BFCL
         session = uuid.uuid4().hex

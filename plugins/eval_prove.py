@@ -32,12 +32,12 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.config import RewardComponentConfig, RewardConfig, resolve
+from prove_core.env.rollout import Policy, PolicyTurn, RolloutLimits, rollout
+from prove_core.env.runtime import Environments
 from prove_core.errors import ConfigError
 from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Example, JsonlWriter, ToolCall, from_json, read_jsonl, to_json
 from prove_core.reward.core import DEFAULT_COMPONENTS, build_reward
-from prove_core.env.rollout import Policy, PolicyTurn, RolloutLimits, rollout
-from prove_core.env.runtime import Environments
 
 BEHAVIOURS = ("call", "clarify", "abstain")
 
@@ -186,10 +186,11 @@ class ProveSuite:
         write_split(train, heldout, facts, context.out_dir / "split")
         options = {s.name: s.options for s in resolve(context.experiment, context.registry)}
         components = [RewardComponentConfig(name=n) for n in (*DEFAULT_COMPONENTS, "final_state")]
-        reward = build_reward(RewardConfig(components=components), context.registry, server_options=options)
+        reward = build_reward(RewardConfig(components=components), context.registry, server_options=options,
+                              sessions=context.experiment.sessions)
         efficiency = next(c.component for c in reward.components if c.name == "efficiency")
         limits = RolloutLimits(max_user_turns=cfg.max_user_turns, max_assistant_turns=cfg.max_assistant_turns)
-        environments = Environments(context.registry, options)
+        environments = Environments(context.registry, options, sessions=context.experiment.sessions, hooks=context.hooks)
         taken = {b: 0 for b in BEHAVIOURS}
         for example in heldout:
             behaviour = example.task.expected

@@ -33,13 +33,13 @@ import attrs
 import structlog
 
 from prove_core import hookimpl
+from prove_core.env.rollout import Policy, PolicyTurn
+from prove_core.env.runtime import ToolResult, build_runtime
 from prove_core.errors import ProveError
 from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Message, ToolCall
-from prove_plugins.models.clients import post_json
-from prove_core.env.rollout import Policy, PolicyTurn
-from prove_core.env.runtime import ServerRuntime, ToolResult
 from prove_plugins.benchmark_servers import TAU2_DOMAINS
+from prove_plugins.models.clients import post_json
 from prove_plugins.wrapped import render_value
 
 log = structlog.get_logger()
@@ -169,6 +169,7 @@ class Tau2:
 
     name = "tau2"
     Config = Tau2Config
+    sessions: Any = None  # the experiment's [sessions], set by evaluate (None: defaults)
 
     def __init__(self, config: Tau2Config) -> None:
         self.config = config
@@ -180,6 +181,7 @@ class Tau2:
         from prove_plugins import tau2_servers
 
         tau2_servers.require_tau2()
+        self.sessions = getattr(context.experiment, "sessions", None)
         wanted_ids = set(self.config.task_ids)
         for domain in self.config.domains:
             taken = 0
@@ -214,7 +216,7 @@ class Tau2:
 
         from prove_plugins import tau2_servers
 
-        runtime = ServerRuntime(getattr(tau2_servers, f"tau2_{domain}"), seed=index)
+        runtime = build_runtime(getattr(tau2_servers, f"tau2_{domain}"), seed=index, sessions=self.sessions)
         session = runtime.new_session()
         env = runtime.state(session).backend()
         tools = [t.openai_schema for t in env.get_tools()]

@@ -16,9 +16,8 @@ import attrs
 import structlog
 
 from prove_core import hookimpl
+from prove_core.env.runtime import Environment, ServerRuntime, example_at
 from prove_core.synth.graph import Chain, Edge, ToolGraph, as_argument, flow_of_param, flow_values, flowing_values, schema_hash
-from prove_core.env.runtime import Environment, ServerRuntime
-from prove_core.testing.conformance import example_at
 from prove_core.toolkit.server import ToolDef
 
 log = structlog.get_logger()
@@ -43,12 +42,22 @@ def _required_refs(tool: ToolDef) -> dict[str, str]:
 
 
 @attrs.frozen(kw_only=True)
+class SchemaLabellerConfig:
+    """The labeller's options: ``verify`` (``[synth] verify_edges``) checks every candidate edge
+    on a live session and drops those that fail."""
+
+    verify: bool = True
+
+
 class SchemaLabeller:
     """Labels pairs from entity metadata (``reads``/``produces``/``mutates`` and ``ref`` params)."""
 
-    name: str = "schema"
-    description: str = "Label tool pairs from entity metadata, then verify each edge on a live session."
-    verify: bool = True
+    name = "schema"
+    description = "Label tool pairs from entity metadata, then verify each edge on a live session."
+    Config = SchemaLabellerConfig
+
+    def __init__(self, config: SchemaLabellerConfig = SchemaLabellerConfig()) -> None:
+        self.config = config
 
     def label(self, env: Environment) -> ToolGraph:
         edges: list[Edge] = []
@@ -60,7 +69,7 @@ class SchemaLabeller:
                     edge = self._candidate(env, rt, a, b)
                     if edge is None:
                         continue
-                    if self.verify:
+                    if self.config.verify:
                         edge = attrs.evolve(edge, verified=self._verify(rt, a, b, edge))
                     edges.append(attrs.evolve(edge, source=env.public_name(rt.name, a_name),
                                               target=env.public_name(rt.name, b_name)))
@@ -161,14 +170,24 @@ class SchemaLabeller:
 
 
 @attrs.frozen(kw_only=True)
+class ChainExtractorConfig:
+    """The extractor's options: chain lengths (``[synth] min_chain_length``/``max_chain_length``)
+    and the enumeration budget."""
+
+    min_length: int = attrs.field(default=2, validator=attrs.validators.ge(1))
+    max_length: int = attrs.field(default=5, validator=attrs.validators.ge(1))
+    limit: int = attrs.field(default=50_000, validator=attrs.validators.gt(0))  # then ``sample`` picks deterministically
+
+
 class ChainExtractor:
     """Simple paths of length ``min_length``..``max_length`` along kept edges."""
 
-    name: str = "chains"
-    description: str = "Enumerate tool chains of length 2-5 along the dependency graph."
-    min_length: int = 2
-    max_length: int = 5
-    limit: int = 50_000  # enumeration stops here; then ``sample`` picks deterministically
+    name = "chains"
+    description = "Enumerate tool chains of length 2-5 along the dependency graph."
+    Config = ChainExtractorConfig
+
+    def __init__(self, config: ChainExtractorConfig = ChainExtractorConfig()) -> None:
+        self.config = config
 
     def extract(self, graph: ToolGraph, *, sample: int | None = None, seed: int = 0) -> list[Chain]:
         succ: dict[str, list[Edge]] = {}
@@ -177,16 +196,17 @@ class ChainExtractor:
                 succ.setdefault(edge.source, []).append(edge)
         chains: list[Chain] = []
         # the enumeration budget is shared fairly by start tools, so none is starved
-        per_start = max(1, self.limit // max(1, len(graph.tools)))
+        min_length, max_length = self.config.min_length, self.config.max_length
+        per_start = max(1, self.config.limit // max(1, len(graph.tools)))
         budget = [0]
 
         def walk(path: list[str], used: list[Edge]) -> None:
             if budget[0] >= per_start:
                 return
-            if len(path) >= self.min_length:
+            if len(path) >= min_length:
                 chains.append(Chain(tools=list(path), edges=list(used)))
                 budget[0] += 1
-            if len(path) == self.max_length:
+            if len(path) == max_length:
                 return
             for edge in succ.get(path[-1], []):
                 if edge.target not in path:
@@ -226,5 +246,5 @@ def stratified_sample(chains: list[Chain], n: int, seed: int) -> list[Chain]:
 
 @hookimpl
 def prove_register_extractors(register):
-    register(SchemaLabeller())
-    register(ChainExtractor())
+    register(SchemaLabeller)
+    register(ChainExtractor)

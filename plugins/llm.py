@@ -22,13 +22,12 @@ import attrs
 import structlog
 
 from prove_core import hookimpl
+from prove_core.env.runtime import Environment, example_at
 from prove_core.errors import ProveError
 from prove_core.synth.graph import Edge, ToolGraph, schema_hash
-from prove_core.env.runtime import Environment
-from prove_core.testing.conformance import example_at
 from prove_core.synth.validation import ID_PATTERN
 from prove_plugins.graph import REJECTED
-from prove_plugins.teacher import ProgrammaticTeacher, render_value
+from prove_plugins.teacher import ProgrammaticTeacher
 
 log = structlog.get_logger()
 
@@ -94,13 +93,27 @@ Reply with only a JSON list: [{{"target": "...", "label": "explicit|implicit|non
 
 
 @attrs.frozen(kw_only=True)
+class LLMLabellerConfig:
+    """``llm``: the endpoint (``[synth.llm]``); ``verify`` (``[synth] verify_edges``): check every
+    labelled edge on a live session."""
+
+    llm: LLMConfig = attrs.field(factory=LLMConfig)
+    verify: bool = True
+
+
 class LLMLabeller:
     """Asks the model to label pairs, one request per source tool, then verifies edges live."""
 
-    name: str = "llm"
-    description: str = "Label tool pairs by asking an LLM (OpenAI-compatible endpoint), verified live."
-    llm: LLMConfig = attrs.field(factory=LLMConfig)
-    verify: bool = True
+    name = "llm"
+    description = "Label tool pairs by asking an LLM (OpenAI-compatible endpoint), verified live."
+    Config = LLMLabellerConfig
+
+    def __init__(self, config: LLMLabellerConfig = LLMLabellerConfig()) -> None:
+        self.config = config
+
+    @property
+    def llm(self) -> LLMConfig:
+        return self.config.llm
 
     def label(self, env: Environment) -> ToolGraph:
         client = ChatClient(self.llm)
@@ -119,7 +132,7 @@ class LLMLabeller:
                 edge = Edge(source=source.name, target=target, label=label, param=param,
                             entity=specs[target].entity_params().get(param) if param else None,
                             evidence=str(item.get("evidence", ""))[:300])
-                if self.verify:
+                if self.config.verify:
                     edge = attrs.evolve(edge, verified=self._verify(env, edge))
                 edges.append(edge)
         return ToolGraph(schema_hash=schema_hash(specs.values()), tools=list(specs), edges=edges, labeller=self.name)
@@ -144,7 +157,7 @@ class LLMLabeller:
         """Run A's example, feed each string of its output into B's ``param``; keep the edge if B
         accepts one of them (explicit), or if B's own example is accepted after A (implicit)."""
         runtime = next(iter(env.runtimes.values()))
-        prefix = f"{runtime.name}_" if env.prefixed else ""
+        prefix = env.public_name(runtime.name, "")  # "<server>_" when names are prefixed, else ""
         a = runtime.server.tools.get(edge.source.removeprefix(prefix))
         b = runtime.server.tools.get(edge.target.removeprefix(prefix))
         if a is None or b is None or not a.examples or not b.examples:
@@ -189,6 +202,12 @@ quote ids and amounts exactly as they appear:
 
 
 @attrs.frozen(kw_only=True)
+class LLMTeacherConfig:
+    """``llm``: the endpoint (``[synth.llm]``)."""
+
+    llm: LLMConfig = attrs.field(factory=LLMConfig)
+
+
 class LLMTeacher(ProgrammaticTeacher):
     """Writes user and assistant text with an LLM; the calls still come from the live plan.
 
@@ -196,9 +215,17 @@ class LLMTeacher(ProgrammaticTeacher):
     could not know it) and no id-like token that does not exist; a report must not invent ids.
     Unusable text is regenerated, then replaced by the programmatic template."""
 
-    name: str = "llm"
-    description: str = "Teacher whose user and assistant text comes from an LLM (OpenAI-compatible endpoint)."
-    llm: LLMConfig = attrs.field(factory=LLMConfig)
+    name = "llm"
+    description = "Teacher whose user and assistant text comes from an LLM (OpenAI-compatible endpoint)."
+    Config = LLMTeacherConfig
+
+    def __init__(self, config: LLMTeacherConfig = LLMTeacherConfig()) -> None:
+        super().__init__(config)
+        self.config: LLMTeacherConfig = config
+
+    @property
+    def llm(self) -> LLMConfig:
+        return self.config.llm
 
     def _generate(self, prompt: str, ok: Any, fallback: str) -> str:
         client = ChatClient(self.llm)
@@ -235,9 +262,9 @@ class LLMTeacher(ProgrammaticTeacher):
 
 @hookimpl
 def prove_register_extractors(register):
-    register(LLMLabeller())
+    register(LLMLabeller)
 
 
 @hookimpl
 def prove_register_teachers(register):
-    register(LLMTeacher())
+    register(LLMTeacher)

@@ -85,7 +85,17 @@ def _json_calls(body: str, *, parser: str, start: int = 0) -> tuple[list[Attempt
     return attempts, ""
 
 
-class Hermes:
+class _Parser:
+    """The construction every parser shares: parsers take no options (no ``Config``), and the
+    registry's loader builds them as ``cls(NoConfig())``."""
+
+    name: str
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+
+class Hermes(_Parser):
     """Hermes / Qwen: ``<tool_call>{json}</tool_call>`` blocks."""
 
     name = "hermes"
@@ -120,7 +130,7 @@ class Hermes:
         return call_from_object(value, index=index, parser=self.name, raw=body)
 
 
-class Llama3:
+class Llama3(_Parser):
     """Llama 3.1 JSON tool calls, bare or after ``<|python_tag|>``."""
 
     name = "llama3"
@@ -148,7 +158,7 @@ class Llama3:
         return ParsedTurn(attempts=tuple(attempts), content=rest)
 
 
-class Mistral:
+class Mistral(_Parser):
     """Mistral ``[TOOL_CALLS]``: a JSON list of calls, or ``name[ARGS]{json}`` (v11 tokenizers)."""
 
     name = "mistral"
@@ -192,7 +202,7 @@ class Mistral:
         return call_from_object(obj, index=index, parser=self.name, raw=segment)
 
 
-class Granite:
+class Granite(_Parser):
     """Granite 3: ``<|tool_call|>`` followed by a JSON list of calls (or one call)."""
 
     name = "granite"
@@ -217,7 +227,7 @@ class Granite:
         return ParsedTurn(attempts=tuple(attempts), content="\n".join(p for p in prose if p))
 
 
-class OpenAI:
+class OpenAI(_Parser):
     """JSON of OpenAI ``tool_calls``: a list of entries, one entry, or an assistant message."""
 
     name = "openai"

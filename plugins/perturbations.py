@@ -1,4 +1,4 @@
-"""The bundled perturbations (DESIGN §1.2 robustness knobs), at the paper's rates.
+"""The bundled perturbations (robustness knobs; docs/reward.md#perturbations), at the paper's rates.
 
 - ``distractors`` (40%): 3–8 tools of other registered servers join the offered tools, at
   random places in the list;
@@ -192,8 +192,9 @@ class HiddenTool:
             expected = "clarify" if spec is not None and spec.annotations.read_only and needs else "abstain"
         local = hidden.tool
         for server in task.servers:
-            if len(task.servers) > 1 and local.startswith(f"{server}_"):
-                local = local[len(server) + 1:]
+            prefix = context.public_name(task.servers, server, "")  # "<server>_" when prefixed, else ""
+            if prefix and local.startswith(prefix):
+                local = local[len(prefix):]
         capability = local.replace("_", " ")
         teacher = context.teacher
         text = teacher.ask_instead(capability, needs or "item", rng) if expected == "clarify" else \

@@ -1,4 +1,4 @@
-"""The bundled reward components (DESIGN §1.3), registered like any third-party component.
+"""The bundled reward components (docs/reward.md), registered like any third-party component.
 
 Validity, dependency-ordered coverage, adaptive efficiency, tool name and argument values score
 tasks that expect calls; abstention scores tasks that expect none (clarify / abstain). The
@@ -17,8 +17,8 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.model import ToolCall
-from prove_core.reward.parsing import ParseFailure
 from prove_core.reward.core import RewardContext, Rollout, Score, json_equal
+from prove_core.reward.parsing import ParseFailure
 
 NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores it"
 SHOWN = 8  # items listed in an explanation; details hold all of them

@@ -8,38 +8,14 @@ Generated queries may mention only entities found this way.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import attrs
 
 from prove_core import hookimpl
-from prove_core.env.runtime import Environment
-from prove_core.testing.conformance import example_at
+from prove_core.env.runtime import Environment, example_at
+from prove_core.synth.sampling import OPS, SupportRule  # noqa: F401 - the core's rule type, re-exported
 from prove_plugins.graph import entity_tables
-
-OPS = {"eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "ge": operator.ge, "lt": operator.lt,
-       "le": operator.le, "in": lambda a, b: a in b, "nonempty": lambda a, _b: bool(a)}
-
-
-@attrs.frozen(kw_only=True)
-class SupportRule:
-    """Keep an entity only if ``record[field] <op> value`` holds (records lacking the field pass
-    unless ``required``)."""
-
-    entity: str
-    field: str
-    op: str = attrs.field(default="eq", validator=attrs.validators.in_(sorted(OPS)))
-    value: Any = None
-    required: bool = False
-
-    def holds(self, record: dict[str, Any]) -> bool:
-        if self.field not in record:
-            return not self.required
-        try:
-            return bool(OPS[self.op](record[self.field], self.value))
-        except TypeError:
-            return False
 
 
 @attrs.frozen(kw_only=True)
@@ -60,13 +36,24 @@ class SamplingContext:
 
 
 @attrs.frozen(kw_only=True)
-class LiveSampler:
-    name: str = "live"
-    description: str = "Discover existing entities with read-only calls on a fresh session."
+class LiveSamplerConfig:
+    """How hard the sampler looks."""
 
-    rounds: int = 3  # id expansion rounds: ids found in round k feed the get/list calls of round k+1
-    per_tool: int = 12  # calls per tool and round at most
-    probes: tuple[str, ...] = ("an", "er", "ar", "on", "el", "ma", "a", "e")
+    # id expansion rounds: ids found in round k feed the get/list calls of round k+1
+    rounds: int = attrs.field(default=3, validator=attrs.validators.ge(1))
+    per_tool: int = attrs.field(default=12, validator=attrs.validators.ge(1))  # calls per tool and round at most
+    probes: tuple[str, ...] = ("an", "er", "ar", "on", "el", "ma", "a", "e")  # tried in free-text parameters
+
+
+class LiveSampler:
+    """Discovers existing entities with read-only calls on a fresh session."""
+
+    name = "live"
+    description = "Discover existing entities with read-only calls on a fresh session."
+    Config = LiveSamplerConfig
+
+    def __init__(self, config: LiveSamplerConfig = LiveSamplerConfig()) -> None:
+        self.config = config
 
     def sample(self, env: Environment, rules: list[SupportRule] = ()) -> SamplingContext:
         found: dict[str, dict[str, dict[str, Any]]] = {}
@@ -76,9 +63,9 @@ class LiveSampler:
             entity_of_table = {name: entity for entity, name in entity_tables(rt).items()}
             readers = [t for t in rt.server.tools.values() if t.spec.annotations.read_only]
             seen_calls: set[str] = set()
-            for _ in range(self.rounds):
+            for _ in range(self.config.rounds):
                 for tool in readers:
-                    for args in self._arguments(tool, rt, sid, found)[: self.per_tool]:
+                    for args in self._arguments(tool, rt, sid, found)[: self.config.per_tool]:
                         key = f"{tool.name}:{sorted(args.items())}"
                         if key in seen_calls:
                             continue
@@ -114,7 +101,7 @@ class LiveSampler:
         for name in params.get("required", []):
             prop = params["properties"].get(name, {})
             if prop.get("type") == "string" and "enum" not in prop and "x-prove-entity" not in prop and "pattern" not in prop:
-                out.extend({**template, name: probe} for probe in self.probes)
+                out.extend({**template, name: probe} for probe in self.config.probes)
         return out
 
 
@@ -140,4 +127,4 @@ def _collect(value: Any, tables: dict[str, Any], entity_of_table: dict[str, str]
 
 @hookimpl
 def prove_register_samplers(register):
-    register(LiveSampler())
+    register(LiveSampler)

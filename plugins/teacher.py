@@ -12,8 +12,6 @@ import json
 import random
 from typing import Any
 
-import attrs
-
 from prove_core import hookimpl
 from prove_core.synth.validation import ID_PATTERN
 
@@ -101,7 +99,8 @@ DECLINE = ("I'm sorry, but none of the tools I have can help with that: {what_i_
 UNAVAILABLE = ("I'm sorry — I can't {capability} here: none of the tools I have can do that, so I haven't done anything.",
                "I don't have a tool to {capability}, so I can't take care of this request. Nothing has been changed.",
                "Unfortunately, {capability} isn't something my tools support, so I can't do this for you.")
-ASK_INSTEAD = ("I can't {capability} with the tools I have. If you tell me which {noun} you mean (its id), I can go on from there.",
+ASK_INSTEAD = ("I can't {capability} with the tools I have. "
+               "If you tell me which {noun} you mean (its id), I can go on from there.",
                "I don't have a way to {capability} here. Could you give me the {noun} id directly?",
                "Looking that up isn't possible with my tools ({capability}). Which {noun} is it — do you have its id?")
 TERSE = ("{task}", "{task} pls", "{task}.", "{task} thx")
@@ -150,10 +149,14 @@ def describe(entity: str, record: dict[str, Any]) -> str | None:
     return None
 
 
-@attrs.frozen(kw_only=True)
 class ProgrammaticTeacher:
-    name: str = "programmatic"
-    description: str = "Offline teacher: varied templates and personas around calls from live state."
+    """Writes user and assistant turns from templates and personas; takes no options."""
+
+    name = "programmatic"
+    description = "Offline teacher: varied templates and personas around calls from live state."
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
 
     def persona(self, rng: random.Random) -> str:
         return rng.choice(sorted(PERSONAS))
@@ -182,7 +185,8 @@ class ProgrammaticTeacher:
         if isinstance(value, bool):
             return "yes" if value else "no"
         if isinstance(value, dict):  # an attachment, an address: what a person would call it
-            label = next((value[k] for k in ("filename", "name", "title", "label", "line1") if isinstance(value.get(k), str)), None)
+            label = next((value[k] for k in ("filename", "name", "title", "label", "line1")
+                          if isinstance(value.get(k), str)), None)
             return label if label is not None else ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in value.items())
         if isinstance(value, float):
             return str(int(value)) if value.is_integer() else f"{value:.2f}"
@@ -341,4 +345,4 @@ def _summary(data: dict[str, Any]) -> str:
 
 @hookimpl
 def prove_register_teachers(register):
-    register(ProgrammaticTeacher())
+    register(ProgrammaticTeacher)

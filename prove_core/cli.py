@@ -15,6 +15,7 @@ import click
 
 from prove_core import logging as prove_logging
 from prove_core.errors import ProveError
+from prove_core.plugin.registry import noun
 
 
 def _plugins() -> Any:
@@ -54,13 +55,13 @@ def plugins_cmd(as_json: bool) -> None:
     if as_json:
         _echo_json({
             "components": [
-                {"name": c.name, "kind": c.kind[:-1], "plugin": c.plugin, "distribution": c.distribution, "summary": c.summary}
+                {"name": c.name, "kind": noun(c.kind), "plugin": c.plugin, "distribution": c.distribution, "summary": c.summary}
                 for c in comps
             ],
             "failures": [{"plugin": f.plugin, "distribution": f.distribution, "error": f.error} for f in plugins.failures],
         })
         return
-    _table([[c.kind[:-1], c.name, c.distribution, c.summary[:60]] for c in comps], ["kind", "name", "distribution", "summary"])
+    _table([[noun(c.kind), c.name, c.distribution, c.summary[:60]] for c in comps], ["kind", "name", "distribution", "summary"])
     for f in plugins.failures:
         click.echo(f"failed to load plugin {f.plugin} ({f.distribution}): {f.error}", err=True)
 
@@ -86,7 +87,8 @@ def servers_list(as_json: bool) -> None:
     if as_json:
         _echo_json(rows)
         return
-    _table([[r["name"], r["domain"], str(r["tools"]), r["distribution"]] for r in rows], ["name", "domain", "tools", "distribution"])
+    _table([[r["name"], r["domain"], str(r["tools"]), r["distribution"]] for r in rows],
+           ["name", "domain", "tools", "distribution"])
     click.echo(f"{len(rows)} servers, {sum(r['tools'] for r in rows)} tools")
 
 
@@ -133,13 +135,13 @@ def servers_call(name: str, tool: str, args_json: str, seed: int) -> None:
 
     Exits 1 with the typed error ({code, reason, message}) when the call fails.
     """
-    from prove_core.env.runtime import ServerRuntime
+    from prove_core.env.runtime import build_runtime
 
     try:
         args = json.loads(args_json)
     except json.JSONDecodeError as exc:
         raise ProveError(f"--args is not valid JSON: {exc}") from None
-    runtime = ServerRuntime(_server(name), seed=seed)
+    runtime = build_runtime(_server(name), seed=seed)
     result = runtime.call(runtime.new_session(), tool, args)
     _echo_json(result.structured)
     if result.is_error:
@@ -164,13 +166,17 @@ def serve_cmd(names: tuple[str, ...], transport: str, host: str, port: int, seed
     Send the session id in the request's _meta.session_id (or the X-Prove-Session header over
     HTTP); calls without one share the 'default' session.
     """
-    from prove_core.env.runtime import ServerRuntime
+    from prove_core.config import SessionsConfig
+    from prove_core.env.runtime import build_runtime
     from prove_core.env.serving import serve
 
     if len(set(names)) != len(names):
         raise ProveError("a server is named twice")
-    runtimes = [ServerRuntime(_server(n), seed=seed, ttl_s=ttl, max_sessions=max_sessions,
-                              call_timeout_s=call_timeout or None) for n in names]
+    try:  # the flags are the [sessions] table of an experiment, with its checks
+        sessions = SessionsConfig(ttl_s=ttl, max_sessions=max_sessions, call_timeout_s=call_timeout or None)
+    except ValueError as exc:
+        raise ProveError(f"--ttl, --max-sessions and --call-timeout must be positive: {exc}") from None
+    runtimes = [build_runtime(_server(n), seed=seed, sessions=sessions) for n in names]
     if transport == "http":
         click.echo(f"serving {', '.join(names)} on http://{host}:{port}/mcp", err=True)
     serve(runtimes, transport=transport, host=host, port=port, token=token)
@@ -217,7 +223,7 @@ def synth_cmd(config: str | None, examples: int | None, name: str | None, progre
         if examples <= 0:
             raise ProveError("--examples must be > 0")
         synth = attrs.evolve(synth, examples=examples)
-    experiment = attrs.evolve(experiment, synth=synth, **({"name": name} if name else {}))
+    experiment = attrs.evolve(experiment, synth=synth, name=name) if name else attrs.evolve(experiment, synth=synth)
     report = synthesize(experiment, _plugins(), echo=click.echo, progress=progress, fresh=fresh)
     if not report["reached_target"]:
         click.echo(f"warning: kept {report['by_behaviour'].get('call', 0)} of {synth.examples} call conversations "

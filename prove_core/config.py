@@ -13,13 +13,15 @@ import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 import cattrs
 from cattrs.errors import BaseValidationError
 
 from prove_core.errors import ConfigError
+
+T = TypeVar("T")
 
 DEFAULT_CONFIG = "quickstart.toml"
 
@@ -53,7 +55,7 @@ class EpisodeStep:
 
 @attrs.frozen(kw_only=True)
 class EpisodeConfig:
-    """A scripted multi-step episode on live sessions (the main job until training lands)."""
+    """``[episode]``: a scripted multi-step episode on live sessions (the ``episode`` stage)."""
 
     steps: list[EpisodeStep] = attrs.field(validator=attrs.validators.min_len(1))
 
@@ -183,6 +185,24 @@ class SynthConfig:
     cache_dir: str = ".prove_cache/graphs"
     exports: list[str] = attrs.field(factory=lambda: ["sft", "rl", "openrlhf"])  # docs/exports.md; also "hf"
     plots: bool = True
+
+    # The components [synth] names, by role: (setting naming it, component kind).
+    COMPONENTS: ClassVar[dict[str, str]] = {"labeller": "extractors", "extractor": "extractors",
+                                            "sampler": "samplers", "teacher": "teachers"}
+
+    def component_options(self, role: str) -> dict[str, Any]:
+        """The ``[synth]`` settings offered to the component in ``role`` (``labeller``,
+        ``extractor``, ``sampler``, ``teacher``), keyed by the ``Config`` field that takes them:
+        a component receives those its ``Config`` declares (``verify`` <- ``verify_edges``,
+        ``min_length``/``max_length`` <- the chain lengths, ``llm`` <- ``[synth.llm]``), and its
+        other options keep their defaults (docs/plugins.md, "Component contracts")."""
+        offered: dict[str, dict[str, Any]] = {
+            "labeller": {"verify": self.verify_edges, "llm": self.llm},
+            "extractor": {"min_length": self.min_chain_length, "max_length": self.max_chain_length},
+            "sampler": {},
+            "teacher": {"llm": self.llm},
+        }
+        return dict(offered[role])
 
 
 @attrs.frozen(kw_only=True)
@@ -339,7 +359,7 @@ def _format_exception(exc: BaseException, type_: Any) -> str:
     return cattrs.v.format_exception(exc, type_)
 
 
-def structure(data: Any, cls: type, *, path: str = "$") -> Any:
+def structure(data: Any, cls: type[T], *, path: str = "$") -> T:
     """Structure ``data`` into ``cls`` or raise ``ConfigError`` listing every bad path."""
     try:
         return CONVERTER.structure(data, cls)

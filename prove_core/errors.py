@@ -12,7 +12,7 @@ import enum
 from typing import Any, ClassVar
 
 
-class ErrorCode(str, enum.Enum):
+class ErrorCode(str, enum.Enum):  # noqa: UP042 -- a StrEnum would change str() of a member
     NOT_FOUND = "NOT_FOUND"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"

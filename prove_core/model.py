@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -28,6 +28,7 @@ from prove_core.errors import ProveError
 
 Behaviour = Literal["call", "clarify", "abstain"]
 Role = Literal["system", "user", "assistant", "tool"]
+_T = TypeVar("_T")
 
 
 @attrs.frozen(kw_only=True)
@@ -122,10 +123,11 @@ _converter.register_unstructure_hook(Message, cattrs.gen.make_dict_unstructure_f
 
 
 def to_json(obj: Any) -> dict[str, Any]:
-    return _converter.unstructure(obj)
+    out: dict[str, Any] = _converter.unstructure(obj)  # an attrs instance unstructures to a dict
+    return out
 
 
-def from_json(data: dict[str, Any], cls: type) -> Any:
+def from_json(data: dict[str, Any], cls: type[_T]) -> _T:
     try:
         return _converter.structure(data, cls)
     except Exception as exc:  # cattrs groups errors; show them with paths

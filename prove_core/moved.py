@@ -12,7 +12,9 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+import types
 import warnings
+from collections.abc import Sequence
 
 MOVED = {
     "prove_core.hookspecs": "prove_core.plugin.hookspecs",
@@ -43,17 +45,18 @@ MOVED = {
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         new = MOVED[spec.name]
         warnings.warn(f"{spec.name} moved to {new}; import it from there", DeprecationWarning, stacklevel=3)
         return importlib.import_module(new)
 
-    def exec_module(self, module):
+    def exec_module(self, module: types.ModuleType) -> None:
         pass  # already executed under its new name
 
 

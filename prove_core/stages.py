@@ -1,7 +1,8 @@
 """``prove run``: load an experiment, resolve it against the plugins, run its stages in order.
 
-Stages: ``episode`` (a scripted multi-step episode on live sessions), ``synth`` (a grounded
-corpus) and ``reward`` (score rollouts). Training and evaluation join this table as they land.
+Stages (``STAGES``): ``episode`` (a scripted multi-step episode on live sessions), ``synth`` (a
+grounded corpus), ``reward`` (score rollouts), ``train`` (multi-turn GRPO) and ``eval``
+(benchmarks), in the order ``stages`` lists them.
 """
 
 from __future__ import annotations
@@ -16,33 +17,25 @@ import structlog
 
 from prove_core.config import Experiment, load_experiment, resolve
 from prove_core.env.episode import run_episode
+from prove_core.env.runtime import Environment, build_runtime
 from prove_core.errors import ConfigError
 from prove_core.model import JsonlWriter, to_json
-from prove_core.env.runtime import Environment, ServerRuntime
 
 log = structlog.get_logger()
 
 
 def build_environment(experiment: Experiment, plugins: Any) -> Environment:
-    runtimes = []
-    for entry in resolve(experiment, plugins.registry):
-        runtimes.append(
-            ServerRuntime(
-                plugins.registry.load("servers", entry.name),
-                seed=entry.seed,
-                options=entry.options,
-                ttl_s=experiment.sessions.ttl_s,
-                max_sessions=experiment.sessions.max_sessions,
-                call_timeout_s=experiment.sessions.call_timeout_s,
-            )
-        )
-    return Environment(runtimes)
+    """The experiment's servers in one environment, with its ``[sessions]`` settings and the
+    plugins' lifecycle hooks."""
+    return Environment([build_runtime(plugins.registry.load("servers", entry.name), seed=entry.seed,
+                                      options=entry.options, sessions=experiment.sessions)
+                        for entry in resolve(experiment, plugins.registry)], hooks=plugins.hook)
 
 
 def _episode_stage(experiment: Experiment, env: Environment, plugins: Any, echo: Callable[[str], None]) -> dict[str, Any]:
     if experiment.episode is None:
         raise ConfigError("$.episode: the 'episode' stage needs an [episode] section with steps")
-    result = run_episode(env, experiment.episode, seed=experiment.seed, hooks=plugins.hook)
+    result = run_episode(env, experiment.episode, seed=experiment.seed)
     for step in result.steps:
         mark = "ok  " if step.ok else "FAIL"
         shown = step.result.structured
@@ -90,7 +83,7 @@ def _reward_stage(experiment: Experiment, env: Environment, plugins: Any, echo: 
             raise ConfigError("$.reward.input: the 'reward' stage needs a rollouts file (or a 'synth' stage before it)")
         source = str(experiment.run_dir / "synth" / "corpus.jsonl")
     options = {name: runtime.options for name, runtime in env.runtimes.items()}
-    reward = build_reward(settings, plugins.registry, server_options=options)
+    reward = build_reward(settings, plugins.registry, server_options=options, sessions=experiment.sessions)
     report = score_rollouts(source, reward=reward, registry=plugins.registry, out_dir=experiment.run_dir / "reward",
                             parser=settings.parser, worst=settings.worst, plots=settings.plots, echo=echo)
     return {"ok": not report["invalid"] and report["rollouts"] > 0, "rollouts": report["rollouts"],

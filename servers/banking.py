@@ -21,22 +21,23 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     InvalidArgument,
     PermissionDenied,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     money,
     paginate,
     parse_date,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 HISTORY_DAYS = 90  # how far back seeded activity (and so statements) go
 DEBIT_CARD_MAX_DAILY_LIMIT = 5_000.0  # bank policy; a credit card is capped by its credit limit
@@ -125,10 +126,6 @@ class BankOptions:
 
 
 # -- shared rules ---------------------------------------------------------------------------------
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _months_later(day: dt.date, months: int) -> str:
@@ -225,7 +222,7 @@ def _record_transaction(
         "status": status,
         "description": description,
         "counterparty": counterparty,
-        "timestamp": _iso(when),
+        "timestamp": iso_datetime(when),
         "balance_after": balance_after,
         "payee_id": payee_id,
         "counterpart_transaction_id": counterpart_transaction_id,
@@ -521,7 +518,6 @@ PayeeId = Annotated[str, ref("payee", "Id of the payee (pye_...), from list_paye
 CardId = Annotated[str, ref("card", "Id of the card (crd_...), from list_cards.")]
 Amount = Annotated[float, Field(ge=0.01, le=1_000_000, description="Amount in USD; rounded to cents.")]
 Memo = Annotated[str | None, Field(max_length=140, description="Optional note shown on the transaction.")]
-ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
 @server.tool(
@@ -594,7 +590,7 @@ def get_balance(state: BankState, account_id: AccountId) -> dict:
         "available_balance": _available(account, holds),
         "overdraft_limit": account["overdraft_limit"],
         "credit_limit": account["credit_limit"],
-        "as_of": _iso(state.now()),
+        "as_of": iso_datetime(state.now()),
     }
 
 
@@ -760,7 +756,8 @@ def add_payee(
 def verify_payee(state: BankState, customer_id: CustomerId, payee_id: PayeeId) -> dict:
     """Verify a payee's account with its bank so it can be paid. Returns the payee, now verified (a
     verified payee is returned unchanged). Fails with PAYEE_VERIFICATION_FAILED when no known bank
-    has the routing number (the payee's bank_name is null): remove it and add the right details."""
+    has the routing number (the payee's bank_name is null): remove it and add the right details;
+    PAYEE_NOT_OWNED for another customer's payee."""
     state.customers.get(customer_id)
     payee = _owned(state.payees, payee_id, customer_id)
     if payee["status"] == "verified":
@@ -814,7 +811,8 @@ def pay_payee(
     account balance and what is left of the customer's daily payment limit. Fails with
     PAYEE_NOT_VERIFIED (call verify_payee first), DAILY_LIMIT_EXCEEDED (today's payments would pass
     the customer's daily_payment_limit), INSUFFICIENT_FUNDS, ACCOUNT_FROZEN, ACCOUNT_CLOSED,
-    ACCOUNT_TYPE_NOT_SUPPORTED (credit accounts cannot send money) or an ownership error."""
+    ACCOUNT_TYPE_NOT_SUPPORTED (credit accounts cannot send money), ACCOUNT_NOT_OWNED or
+    PAYEE_NOT_OWNED (not this customer's)."""
     customer = state.customers.get(customer_id)
     account = _owned(state.accounts, from_account_id, customer_id)
     payee = _owned(state.payees, payee_id, customer_id)
@@ -943,8 +941,8 @@ def set_card_frozen(
 ) -> dict:
     """Freeze or unfreeze a card; freezing is temporary, unlike report_card_lost. Returns the card.
     Fails with CARD_ALREADY_FROZEN or CARD_NOT_FROZEN when it already is in that state,
-    CARD_CANCELLED for a cancelled card, and ACCOUNT_FROZEN or ACCOUNT_CLOSED when unfreezing a
-    card whose account is not open."""
+    CARD_CANCELLED for a cancelled card, CARD_NOT_OWNED for another customer's, and ACCOUNT_FROZEN
+    or ACCOUNT_CLOSED when unfreezing a card whose account is not open."""
     state.customers.get(customer_id)
     card = _owned(state.cards, card_id, customer_id)
     require(card["status"] != "cancelled", f"card ••{card['last4']} is cancelled", reason="CARD_CANCELLED")
@@ -977,8 +975,8 @@ def report_card_lost(
 ) -> dict:
     """Report a card lost or stolen: it is cancelled for good and a replacement with a new number,
     the same account and the same spending limit is issued. Returns the cancelled card, the
-    replacement and its delivery date. Fails with CARD_CANCELLED (already cancelled) or
-    ACCOUNT_CLOSED (no replacement on a closed account)."""
+    replacement and its delivery date. Fails with CARD_CANCELLED (already cancelled),
+    CARD_NOT_OWNED (another customer's) or ACCOUNT_CLOSED (no replacement on a closed account)."""
     state.customers.get(customer_id)
     card = _owned(state.cards, card_id, customer_id)
     require(card["status"] != "cancelled", f"card ••{card['last4']} is already cancelled", reason="CARD_CANCELLED")
@@ -1020,7 +1018,7 @@ def set_card_spending_limit(
 ) -> dict:
     """Set a card's daily spending limit. Returns the card and its previous limit. Fails with
     SPENDING_LIMIT_TOO_HIGH above 5,000 for a debit card or above the credit limit for a credit
-    card, and CARD_CANCELLED for a cancelled card."""
+    card, CARD_CANCELLED for a cancelled card and CARD_NOT_OWNED for another customer's."""
     state.customers.get(customer_id)
     card = _owned(state.cards, card_id, customer_id)
     require(card["status"] != "cancelled", f"card ••{card['last4']} is cancelled", reason="CARD_CANCELLED")

@@ -23,12 +23,15 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     InvalidArgument,
+    Record,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     money,
     paginate,
     parse_date,
@@ -36,12 +39,9 @@ from prove_core.toolkit import (
     require,
 )
 
-Record = dict[str, Any]
-
 Group = Literal["housing", "essentials", "lifestyle", "health", "other"]
 PaymentMethod = Literal["card", "cash", "bank_transfer"]
 MONTH_PATTERN = r"^\d{4}-\d{2}$"
-ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 TRACKED_MONTHS = 6  # the seed's history: this month and the five before it
 PLANNING_HORIZON_MONTHS = 12
 DEFAULT_THRESHOLD = 80
@@ -174,7 +174,7 @@ def _raise_alerts(state: BudgetState, budget: Record, spent: float, when: dt.dat
             "budget_id": budget["id"], "category_id": budget["category_id"], "category_name": name,
             "month": budget["month"], "kind": kind, "threshold_pct": budget["alert_threshold_pct"], "spent": spent,
             "limit": budget["limit"], "percent_used": used, "message": message, "expense_id": expense_id,
-            "created_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "acknowledged": False, "acknowledged_at": None,
+            "created_at": iso_datetime(when), "acknowledged": False, "acknowledged_at": None,
         }))
     return raised
 
@@ -254,7 +254,7 @@ def _seed_month(state: BudgetState, rng: random.Random, month: str, specs: dict[
         expense = state.expenses.insert({
             "date": date.isoformat(), "month": month, "amount": amount, "category_id": category_id,
             "merchant": merchant, "note": None, "payment_method": "bank_transfer" if category_id in billed
-            else rng.choice(("card", "card", "card", "cash")), "created_at": when.strftime("%Y-%m-%dT%H:%M:%SZ")})
+            else rng.choice(("card", "card", "card", "cash")), "created_at": iso_datetime(when)})
         spent[category_id] = money(spent.get(category_id, 0.0) + amount)
         if category_id in budgets:
             for alert in _raise_alerts(state, budgets[category_id], spent[category_id], when, expense["id"]):
@@ -407,7 +407,7 @@ def create_budget(
     _require_limit_covers(month, category["name"], limit, spent)
     budget = state.budgets.insert({"category_id": category_id, "month": month, "limit": limit,
                                    "alert_threshold_pct": alert_threshold_pct,
-                                   "created_at": state.now().strftime("%Y-%m-%dT%H:%M:%SZ")})
+                                   "created_at": iso_datetime(state.now())})
     alerts = _raise_alerts(state, budget, spent, state.now())
     return {"budget": _budget_view(state, budget, spent), "alerts_raised": alerts}
 
@@ -490,7 +490,7 @@ def add_expense(
     expense = state.expenses.insert({
         "date": day.isoformat(), "month": month, "amount": money(amount), "category_id": category_id,
         "merchant": merchant, "note": note, "payment_method": payment_method,
-        "created_at": state.now().strftime("%Y-%m-%dT%H:%M:%SZ")})
+        "created_at": iso_datetime(state.now())})
     alerts = _alerts_after_spending(state, category_id, month, expense["id"])
     budget = state.budgets.first(month=month, category_id=category_id)
     return {"expense": expense, "budget": budget and _budget_view(state, budget), "alerts_raised": alerts}
@@ -564,8 +564,8 @@ def update_expense(
     """Correct an expense: amount, category, date, merchant or note (pass only what changes).
     Returns the expense and any alerts the new spending raised. Fails with
     EXPENSE_IN_CLOSED_MONTH (the expense, or its new date, is in a closed month),
-    EXPENSE_DATE_IN_FUTURE, NOTHING_TO_UPDATE (no field given), EXPENSE_NOT_FOUND or
-    CATEGORY_NOT_FOUND."""
+    EXPENSE_DATE_IN_FUTURE, NOTHING_TO_UPDATE (no field given), BAD_DATE (not a real date),
+    EXPENSE_NOT_FOUND or CATEGORY_NOT_FOUND."""
     expense = state.expenses.get(expense_id)
     changes = {k: v for k, v in (("amount", amount and money(amount)), ("category_id", category_id),
                                  ("merchant", merchant), ("note", note)) if v is not None}
@@ -642,7 +642,7 @@ def acknowledge_alert(
     require(not alert["acknowledged"], f"alert {alert_id} was acknowledged at {alert['acknowledged_at']}",
             reason="ALERT_ALREADY_ACKNOWLEDGED", error=Conflict)
     return state.alerts.update(alert_id, acknowledged=True,
-                               acknowledged_at=state.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+                               acknowledged_at=iso_datetime(state.now()))
 
 
 @server.tool(

@@ -26,22 +26,23 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     InvalidArgument,
-    NotFound,
     PermissionDenied,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     paginate,
     parse_date,
     ref,
     require,
+    require_found,
 )
-
-Record = dict[str, Any]
 
 # -- vocabulary -----------------------------------------------------------------------------------
 
@@ -65,7 +66,6 @@ MAX_SERIES_DAYS = 730  # an until date at most two years after the first occurre
 SEED_WINDOW_DAYS = (-21, 35)  # seeded activity: three weeks back, five weeks ahead
 
 ISO_DATETIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$"
-ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 EMAIL = r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$"
 
 JOB_TITLES = (
@@ -188,7 +188,7 @@ def build_calendar(rng: random.Random, options: CalendarOptions) -> CalendarStat
     for _ in range(4):
         guests = [(p, None) for p in team_members if p["id"] != lead["id"]]
         _seed_meeting(state, rng, busy, team, lead, rng.randint(1, 21), guests)
-    for event in state.events.where(lambda e: e["start"] > _iso(state.now()), calendar_id=work["id"])[:3]:
+    for event in state.events.where(lambda e: e["start"] > iso_datetime(state.now()), calendar_id=work["id"])[:3]:
         state.reminders.insert({"event_id": event["id"], "minutes_before": 10, "method": "popup",
                                 "created_at": event["created_at"]})
     return state
@@ -209,7 +209,7 @@ def _seed_person(state: CalendarState, rng: random.Random, emails: set[str]) -> 
 
 def _seed_share(state: CalendarState, calendar: Record, person: Record, role: str) -> None:
     state.shares.insert({"calendar_id": calendar["id"], "person_id": person["id"], "email": person["email"],
-                         "role": role, "shared_at": _iso(state.now() - dt.timedelta(days=60))})
+                         "role": role, "shared_at": iso_datetime(state.now() - dt.timedelta(days=60))})
 
 
 def _at(state: CalendarState, day: int, hour: int, minute: int = 0) -> dt.datetime:
@@ -224,7 +224,7 @@ def _book_seed(state: CalendarState, busy: dict[str, list[tuple[dt.datetime, dt.
     conflict-free); answers past invitations, leaves some future ones open."""
     lo, hi = _at(state, SEED_WINDOW_DAYS[0], 0), _at(state, SEED_WINDOW_DAYS[1], 0)
     taken = busy.setdefault(calendar["id"], [])
-    draft = {"start": _iso(start), "end": _iso(end), "recurrence": fields.get("recurrence")}
+    draft = {"start": iso_datetime(start), "end": iso_datetime(end), "recurrence": fields.get("recurrence")}
     slots = _occurrences(draft, lo, hi) if fields.get("show_as", "busy") == "busy" else []
     if any(s < te and ts < e for s, e in slots for ts, te in taken):
         return None
@@ -301,10 +301,6 @@ def _seed_personal(state: CalendarState, rng: random.Random, busy: dict, calenda
 
 
 # -- time, recurrence and access rules ------------------------------------------------------------
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse(value: str, field: str) -> dt.datetime:
@@ -416,7 +412,7 @@ def _series_end(event: Record) -> dt.datetime:
         return end
     start = dt.datetime.fromisoformat(event["start"])
     last = start
-    for last in _starts(start, event["recurrence"]):
+    for last in _starts(start, event["recurrence"]):  # noqa: B007 - the loop runs to the series' last start
         pass
     return last + (end - start)
 
@@ -427,7 +423,7 @@ def _next_occurrence(event: Record, after: dt.datetime) -> Record | None:
     starts = _starts(start, event["recurrence"]) if event["recurrence"] else iter((start,))
     for when in starts:
         if when + (end - start) > after:
-            return {"start": _iso(when), "end": _iso(when + (end - start))}
+            return {"start": iso_datetime(when), "end": iso_datetime(when + (end - start))}
     return None
 
 
@@ -488,8 +484,8 @@ def _check_times(state: CalendarState, start: dt.datetime, end: dt.datetime, *, 
     require(end - start <= dt.timedelta(days=MAX_EVENT_DAYS), f"an event lasts at most {MAX_EVENT_DAYS} days",
             reason="EVENT_TOO_LONG", error=InvalidArgument)
     if new_start:
-        require(start >= state.now(), f"{_iso(start)} is before the current time {_iso(state.now())}",
-                reason="EVENT_IN_PAST", error=InvalidArgument, now=_iso(state.now()))
+        require(start >= state.now(), f"{iso_datetime(start)} is before the current time {iso_datetime(state.now())}",
+                reason="EVENT_IN_PAST", error=InvalidArgument, now=iso_datetime(state.now()))
 
 
 def _check_conflicts(state: CalendarState, event: Record, calendar_id: str, allow: bool) -> None:
@@ -513,7 +509,8 @@ def _check_conflicts(state: CalendarState, event: Record, calendar_id: str, allo
         for os, oe in _occurrences(other, lo, hi):
             i = bisect.bisect_left(starts, oe)
             if i and reach[i - 1] > os:
-                clashes.append({"event_id": other["id"], "title": other["title"], "start": _iso(os), "end": _iso(oe)})
+                clashes.append({"event_id": other["id"], "title": other["title"], "start": iso_datetime(os),
+                                "end": iso_datetime(oe)})
                 break
     if clashes:
         raise Conflict(f"overlaps {len(clashes)} busy event(s), first {clashes[0]['title']!r} at "
@@ -532,7 +529,7 @@ def _add_attendee(state: CalendarState, event_id: str, email: str, response: str
     state.attendees.insert({
         "event_id": event_id, "email": email, "person_id": person["id"] if person else None,
         "name": person["name"] if person else None, "response": response, "organizer": organizer,
-        "comment": None, "responded_at": _iso(when) if response != "needsAction" else None,
+        "comment": None, "responded_at": iso_datetime(when) if response != "needsAction" else None,
     })
 
 
@@ -542,8 +539,9 @@ def _insert_event(state: CalendarState, calendar: Record, organizer: Record, tit
     """The one shape of an event, for seed data and tools alike: the organizer attends (accepted)."""
     event = state.events.insert({
         "calendar_id": calendar["id"], "organizer_id": organizer["id"], "organizer_email": organizer["email"],
-        "title": title, "description": description, "location": location, "start": _iso(start), "end": _iso(end),
-        "show_as": show_as, "recurrence": recurrence, "created_at": _iso(when), "updated_at": _iso(when),
+        "title": title, "description": description, "location": location, "start": iso_datetime(start),
+        "end": iso_datetime(end), "show_as": show_as, "recurrence": recurrence, "created_at": iso_datetime(when),
+        "updated_at": iso_datetime(when),
     })
     _add_attendee(state, event["id"], organizer["email"], "accepted", organizer=True, when=when)
     for guest, response in guests:
@@ -584,17 +582,17 @@ def _primary(s: CalendarState) -> Record:
 
 def _mine_ahead(s: CalendarState, **match: Any) -> Record:
     """A future single event the user organized on their Work calendar."""
-    now = _iso(s.now())
+    now = iso_datetime(s.now())
     return s.events.first(lambda e: e["start"] > now and e["recurrence"] is None, calendar_id=_primary(s)["id"],
                           **match)
 
 
 def _tomorrow(s: CalendarState, hour: int, minute: int = 0) -> str:
-    return _iso(_at(s, 1, hour, minute))
+    return iso_datetime(_at(s, 1, hour, minute))
 
 
 def _invitation(s: CalendarState) -> Record:
-    me, now = _me(s)["email"], _iso(s.now())
+    me, now = _me(s)["email"], iso_datetime(s.now())
     row = s.attendees.first(lambda a: s.events.get(a["event_id"])["start"] > now, email=me, response="needsAction")
     return {"event_id": row["event_id"], "response": "accepted", "comment": "See you there."}
 
@@ -616,7 +614,8 @@ def _early_event(s: CalendarState, title: str, hour: int) -> str:
 
 def _free_busy_example(s: CalendarState) -> Record:
     emails = [p["email"] for p in s.people.all()[:3]]
-    return {"emails": emails, "time_min": _iso(s.now()), "time_max": _iso(s.now() + dt.timedelta(days=3))}
+    return {"emails": emails, "time_min": iso_datetime(s.now()),
+            "time_max": iso_datetime(s.now() + dt.timedelta(days=3))}
 
 
 def _reminder_example(s: CalendarState) -> Record:
@@ -791,18 +790,16 @@ def share_calendar(
     existing = state.shares.first(calendar_id=calendar_id, person_id=person["id"])
     if existing is None:
         share = state.shares.insert({"calendar_id": calendar_id, "person_id": person["id"], "email": person["email"],
-                                     "role": role, "shared_at": _iso(state.now())})
+                                     "role": role, "shared_at": iso_datetime(state.now())})
         return {"share": share, "previous_role": None}
     share = state.shares.update(existing["id"], role=role)  # an unchanged role writes nothing
     return {"share": share, "previous_role": existing["role"]}
 
 
 def _person(state: CalendarState, email: str) -> Record:
-    person = state.people.first(email=email.lower())
-    if person is None:
-        raise NotFound(f"nobody with e-mail {email} in the directory; look them up with find_people",
-                       reason="PERSON_NOT_FOUND", email=email)
-    return person
+    return require_found(state.people.first(email=email.lower()),
+                         f"nobody with e-mail {email} in the directory; look them up with find_people",
+                         reason="PERSON_NOT_FOUND", email=email)
 
 
 @server.tool(
@@ -810,9 +807,10 @@ def _person(state: CalendarState, email: str) -> Record:
     reads=["calendar", "event", "attendee"],
     errors=["CALENDAR_NOT_FOUND", "CALENDAR_NOT_SHARED", "INVALID_TIME_RANGE", "RANGE_TOO_LARGE", "BAD_DATETIME"],
     examples=[
-        lambda s: {"calendar_id": _primary(s)["id"], "time_min": _iso(_at(s, 0, 0)), "time_max": _iso(_at(s, 7, 0))},
-        lambda s: {"calendar_id": s.calendars.first(name="Product Team")["id"], "time_min": _iso(_at(s, 0, 0)),
-                   "time_max": _iso(_at(s, 14, 0)), "limit": 10},
+        lambda s: {"calendar_id": _primary(s)["id"], "time_min": iso_datetime(_at(s, 0, 0)),
+                   "time_max": iso_datetime(_at(s, 7, 0))},
+        lambda s: {"calendar_id": s.calendars.first(name="Product Team")["id"], "time_min": iso_datetime(_at(s, 0, 0)),
+                   "time_max": iso_datetime(_at(s, 14, 0)), "limit": 10},
     ],
     asks=("show what's on {calendar_id} between {time_min} and {time_max}",
           "list the events on {calendar_id} from {time_min} to {time_max}",
@@ -830,14 +828,15 @@ def list_events(
     """The occurrences on a calendar that overlap a time range, in start order: recurring series
     are expanded (each occurrence carries its series' event_id). Returns one page, the total and
     next_offset. Fails with CALENDAR_NOT_SHARED (no read access: use get_free_busy for busy times),
-    INVALID_TIME_RANGE or RANGE_TOO_LARGE (over 92 days)."""
+    INVALID_TIME_RANGE, RANGE_TOO_LARGE (over 92 days) or BAD_DATETIME (not a real date-time)."""
     _readable(state, calendar_id)
     lo, hi = _range(state, time_min, time_max)
     occurrences = []
     for event in state.events.where(calendar_id=calendar_id):
         for start, end in _occurrences(event, lo, hi):
             occurrences.append({
-                "event_id": event["id"], "title": event["title"], "start": _iso(start), "end": _iso(end),
+                "event_id": event["id"], "title": event["title"], "start": iso_datetime(start),
+                "end": iso_datetime(end),
                 "location": event["location"], "organizer_email": event["organizer_email"],
                 "show_as": event["show_as"], "recurring": event["recurrence"] is not None,
             })
@@ -850,7 +849,7 @@ def list_events(
     reads=["calendar", "event", "attendee"],
     errors=["CALENDAR_NOT_FOUND", "CALENDAR_NOT_SHARED", "INVALID_TIME_RANGE", "BAD_DATETIME"],
     examples=[{"query": "review"},
-              lambda s: {"attendee_email": s.people.all()[1]["email"], "time_min": _iso(s.now()), "limit": 5}],
+              lambda s: {"attendee_email": s.people.all()[1]["email"], "time_min": iso_datetime(s.now()), "limit": 5}],
     asks=("find events about {query}", "search my calendar for {query}",
           "look for meetings matching {query} on {calendar_id}",
           "find the meetings with {attendee_email} after {time_min}",
@@ -875,8 +874,8 @@ def search_events(
 ) -> dict:
     """Find events (whole series, not occurrences) on calendars you can read and events you are
     invited to, by text, attendee and time range, ordered by start. Returns one page of summaries
-    with each event's next occurrence, the total and next_offset. Fails with CALENDAR_NOT_SHARED
-    or INVALID_TIME_RANGE."""
+    with each event's next occurrence, the total and next_offset. Fails with CALENDAR_NOT_SHARED,
+    INVALID_TIME_RANGE or BAD_DATETIME (not a real date-time)."""
     lo = _parse(time_min, "time_min") if time_min else dt.datetime.min.replace(tzinfo=dt.UTC)
     hi = _parse(time_max, "time_max") if time_max else dt.datetime.max.replace(tzinfo=dt.UTC)
     require(lo < hi, "time_max must be after time_min", reason="INVALID_TIME_RANGE", error=InvalidArgument)
@@ -927,7 +926,7 @@ def get_event(state: CalendarState, event_id: EventId) -> dict:
         lambda s: {"calendar_id": _primary(s)["id"], "title": "Planning prep", "start": _tomorrow(s, 7),
                    "end": _tomorrow(s, 7, 30)},
         lambda s: {"calendar_id": s.calendars.first(name="Product Team")["id"], "title": "Launch party",
-                   "start": _iso(_at(s, 3, 20)), "end": _iso(_at(s, 3, 22)), "location": "Rooftop",
+                   "start": iso_datetime(_at(s, 3, 20)), "end": iso_datetime(_at(s, 3, 22)), "location": "Rooftop",
                    "attendees": [p["email"] for p in s.people.all()[1:3]], "show_as": "free"},
     ],
     asks=("schedule \"{title}\" on {calendar_id} from {start} to {end}", "book {title} from {start} until {end}",
@@ -958,13 +957,14 @@ def create_event(
     attendee is invited (needsAction). Returns the event with its attendees. Fails with
     EVENT_IN_PAST (starts before now), END_BEFORE_START, EVENT_TOO_LONG (over 14 days),
     EVENT_CONFLICT (overlaps a busy event on the same calendar; the details list them: pick another
-    time or pass allow_conflict=true), CALENDAR_READ_ONLY or CALENDAR_NOT_SHARED."""
+    time or pass allow_conflict=true), CALENDAR_READ_ONLY, CALENDAR_NOT_SHARED or BAD_DATETIME (not
+    a real date-time)."""
     calendar = _writable(state, calendar_id)
     begin, finish = _parse(start, "start"), _parse(end, "end")
     _check_times(state, begin, finish, new_start=True)
     me = _me(state)
     guests = list(dict.fromkeys(e.lower() for e in attendees or () if e.lower() != me["email"]))
-    draft = {"start": _iso(begin), "end": _iso(finish), "recurrence": None, "show_as": show_as}
+    draft = {"start": iso_datetime(begin), "end": iso_datetime(finish), "recurrence": None, "show_as": show_as}
     _check_conflicts(state, draft, calendar_id, allow_conflict)
     event = _insert_event(state, calendar, me, title, begin, finish, [(g, "needsAction") for g in guests],
                           when=state.now(), description=description, location=location, show_as=show_as,
@@ -1005,9 +1005,10 @@ def update_event(
 ) -> dict:
     """Change an event you organized; only the fields given change, and a new time moves the whole
     series. Moving it resets the other attendees' responses to needsAction. Returns the event.
-    Fails with NOT_ORGANIZER (only the organizer edits), CALENDAR_READ_ONLY, NOTHING_TO_UPDATE,
-    END_BEFORE_START, EVENT_IN_PAST (a new start before now), EVENT_CONFLICT (pass
-    allow_conflict=true to keep the overlap) or a recurrence reason when the new start no longer
+    Fails with NOT_ORGANIZER (only the organizer edits), CALENDAR_READ_ONLY, CALENDAR_NOT_SHARED,
+    NOTHING_TO_UPDATE, END_BEFORE_START, EVENT_TOO_LONG, EVENT_IN_PAST (a new start before now),
+    EVENT_CONFLICT (pass allow_conflict=true to keep the overlap), BAD_DATETIME, or
+    WEEKDAYS_EXCLUDE_START, UNTIL_BEFORE_START or RECURRENCE_TOO_LONG when the new start no longer
     fits the series' rule."""
     event = _organized(state, event_id)
     changes = {k: v for k, v in (("title", title), ("description", description), ("location", location),
@@ -1016,11 +1017,11 @@ def update_event(
             reason="NOTHING_TO_UPDATE", error=InvalidArgument)
     begin = _parse(start, "start") if start else dt.datetime.fromisoformat(event["start"])
     finish = _parse(end, "end") if end else dt.datetime.fromisoformat(event["end"])
-    moved = _iso(begin) != event["start"] or _iso(finish) != event["end"]
-    _check_times(state, begin, finish, new_start=_iso(begin) != event["start"])
+    moved = iso_datetime(begin) != event["start"] or iso_datetime(finish) != event["end"]
+    _check_times(state, begin, finish, new_start=iso_datetime(begin) != event["start"])
     if moved and event["recurrence"]:
         _check_rule(event["recurrence"], begin)
-    updated = {**event, **changes, "start": _iso(begin), "end": _iso(finish)}
+    updated = {**event, **changes, "start": iso_datetime(begin), "end": iso_datetime(finish)}
     if moved or updated["show_as"] != event["show_as"]:
         _check_conflicts(state, updated, event["calendar_id"], allow_conflict)
     if updated == event:
@@ -1028,7 +1029,7 @@ def update_event(
     if moved:
         for row in state.attendees.where(lambda a: not a["organizer"], event_id=event_id):
             state.attendees.update(row["id"], response="needsAction", responded_at=None)
-    updated["updated_at"] = _iso(state.now())
+    updated["updated_at"] = iso_datetime(state.now())
     return _view(state, state.events.update(event_id, **updated))
 
 
@@ -1045,7 +1046,8 @@ def update_event(
 def delete_event(state: CalendarState, event_id: EventId) -> dict:
     """Delete an event you organized, with every occurrence of its series, its invitations and
     reminders; the other attendees are notified. Returns what was deleted and who was notified.
-    Fails with NOT_ORGANIZER (decline it with respond_to_event instead) or CALENDAR_READ_ONLY."""
+    Fails with NOT_ORGANIZER (decline it with respond_to_event instead), CALENDAR_READ_ONLY or
+    CALENDAR_NOT_SHARED."""
     event = _organized(state, event_id)
     notified = []
     for row in state.attendees.where(event_id=event_id):
@@ -1096,7 +1098,8 @@ def set_recurrence(
     RECURRENCE_END_REQUIRED (give exactly one of count or until), UNTIL_BEFORE_START,
     RECURRENCE_TOO_LONG (over two years), WEEKDAYS_REQUIRE_WEEKLY, WEEKDAYS_EXCLUDE_START,
     EVENT_CONFLICT (an occurrence overlaps a busy event on the same calendar; pass
-    allow_conflict=true to book anyway), NOT_ORGANIZER or CALENDAR_READ_ONLY."""
+    allow_conflict=true to book anyway), NOT_ORGANIZER, CALENDAR_READ_ONLY, CALENDAR_NOT_SHARED or
+    BAD_DATE (until is not a real date)."""
     event = _organized(state, event_id)
     rule = None
     if frequency != "none":
@@ -1104,13 +1107,13 @@ def set_recurrence(
         _check_rule(rule, dt.datetime.fromisoformat(event["start"]))
         _check_conflicts(state, {**event, "recurrence": rule}, event["calendar_id"], allow_conflict)
     if rule != event["recurrence"]:
-        event = state.events.update(event_id, recurrence=rule, updated_at=_iso(state.now()))
+        event = state.events.update(event_id, recurrence=rule, updated_at=iso_datetime(state.now()))
     upcoming = []
     if rule is not None:
         start, end = dt.datetime.fromisoformat(event["start"]), dt.datetime.fromisoformat(event["end"])
         for when in _starts(start, rule):
             if when + (end - start) > state.now():
-                upcoming.append({"start": _iso(when), "end": _iso(when + (end - start))})
+                upcoming.append({"start": iso_datetime(when), "end": iso_datetime(when + (end - start))})
             if len(upcoming) == 5:
                 break
     return {**_view(state, event), "upcoming": upcoming}
@@ -1135,7 +1138,8 @@ def invite_attendees(
 ) -> dict:
     """Invite more people to an event you organized; each starts as needsAction. Returns the event
     with its attendees. Fails with ATTENDEE_ALREADY_INVITED (naming who), TOO_MANY_ATTENDEES (50 at
-    most), EVENT_ENDED (its last occurrence is over), NOT_ORGANIZER or CALENDAR_READ_ONLY."""
+    most), EVENT_ENDED (its last occurrence is over), NOT_ORGANIZER, CALENDAR_READ_ONLY or
+    CALENDAR_NOT_SHARED."""
     event = _organized(state, event_id)
     require(_series_end(event) > state.now(), "the event is over; nobody can be invited",
             reason="EVENT_ENDED")
@@ -1179,7 +1183,7 @@ def respond_to_event(
             reason="ORGANIZER_CANNOT_RESPOND")
     require(_series_end(event) > state.now(), "the event is over", reason="EVENT_ENDED")
     if (row["response"], row["comment"]) != (response, comment):
-        state.attendees.update(row["id"], response=response, comment=comment, responded_at=_iso(state.now()))
+        state.attendees.update(row["id"], response=response, comment=comment, responded_at=iso_datetime(state.now()))
     return _view(state, event)
 
 
@@ -1229,7 +1233,8 @@ def get_free_busy(
 ) -> dict:
     """Busy intervals of each person over a range (events they organize or have not declined,
     shown as busy, on any calendar; details are never revealed), and the gaps when all of them are
-    free. Fails with PERSON_NOT_FOUND (not in the directory), INVALID_TIME_RANGE or RANGE_TOO_LARGE."""
+    free. Fails with PERSON_NOT_FOUND (not in the directory), INVALID_TIME_RANGE, RANGE_TOO_LARGE or
+    BAD_DATETIME (not a real date-time)."""
     lo, hi = _range(state, time_min, time_max)
     people = [_person(state, e) for e in dict.fromkeys(e.lower() for e in emails)]
     calendars, everyone = [], []
@@ -1242,15 +1247,15 @@ def get_free_busy(
         merged = _merge(spans)
         everyone += merged
         calendars.append({"email": person["email"], "name": person["name"],
-                          "busy": [{"start": _iso(s), "end": _iso(e)} for s, e in merged]})
+                          "busy": [{"start": iso_datetime(s), "end": iso_datetime(e)} for s, e in merged]})
     free, cursor = [], lo
     for start, end in _merge(everyone):
         if start > cursor:
-            free.append({"start": _iso(cursor), "end": _iso(start)})
+            free.append({"start": iso_datetime(cursor), "end": iso_datetime(start)})
         cursor = max(cursor, end)
     if cursor < hi:
-        free.append({"start": _iso(cursor), "end": _iso(hi)})
-    return {"time_min": _iso(lo), "time_max": _iso(hi), "people": calendars, "free_for_all": free}
+        free.append({"start": iso_datetime(cursor), "end": iso_datetime(hi)})
+    return {"time_min": iso_datetime(lo), "time_max": iso_datetime(hi), "people": calendars, "free_for_all": free}
 
 
 def _merge(spans: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -1296,7 +1301,7 @@ def set_reminder(
     require(len(existing) < MAX_REMINDERS_PER_EVENT, f"an event has at most {MAX_REMINDERS_PER_EVENT} reminders",
             reason="REMINDER_LIMIT_REACHED", error=ResourceExhausted, limit=MAX_REMINDERS_PER_EVENT)
     reminder = state.reminders.insert({"event_id": event_id, "minutes_before": minutes_before, "method": method,
-                                       "created_at": _iso(state.now())})
+                                       "created_at": iso_datetime(state.now())})
     return _reminder_view(state, reminder, event)
 
 
@@ -1306,7 +1311,7 @@ def _reminder_view(state: CalendarState, reminder: Record, event: Record) -> Rec
     start = dt.datetime.fromisoformat(event["start"])
     lead = dt.timedelta(minutes=reminder["minutes_before"])
     starts = _starts(start, event["recurrence"]) if event["recurrence"] else iter((start,))
-    fires = next((_iso(w - lead) for w in starts if w - lead >= state.now()), None)
+    fires = next((iso_datetime(w - lead) for w in starts if w - lead >= state.now()), None)
     return {**reminder, "event_title": event["title"], "event_start": event["start"], "next_fire_at": fires}
 
 

@@ -20,22 +20,23 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     FailedPrecondition,
     InvalidArgument,
-    NotFound,
+    Record,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
+    lookup,
     money,
     paginate,
     parse_date,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 # -- vocabulary -----------------------------------------------------------------------------------
 
@@ -116,7 +117,6 @@ OwnerId = Annotated[str, ref("sales_rep", "Id of an active sales rep (rep_...), 
 AccountId = Annotated[str, ref("account", "Id of the account (acc_...), from search_crm or get_account.")]
 DealId = Annotated[str, ref("deal", "Id of the deal (dea_...), from search_crm or get_account.")]
 LeadId = Annotated[str, ref("lead", "Id of the lead (led_...), from search_crm.")]
-ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
 # -- state and seed -------------------------------------------------------------------------------
@@ -216,7 +216,7 @@ def _seed_account(state: CrmState, rng: random.Random, index: int, reps: list[Re
         _seed_deal_activity(state, rng, deal)
     state.notes.insert({"body": rng.choice(NOTE_BODIES), "author_id": owner["id"], "account_id": account["id"],
                         "contact_id": None, "deal_id": None, "lead_id": None,
-                        "created_at": _iso(state.now() - dt.timedelta(days=rng.randint(1, 40)))})
+                        "created_at": iso_datetime(state.now() - dt.timedelta(days=rng.randint(1, 40)))})
 
 
 def _seed_deal(state: CrmState, rng: random.Random, account: Record, contact: Record, owner: Record, stage: str,
@@ -302,16 +302,11 @@ def _seed_leads(state: CrmState, rng: random.Random, count: int, reps: list[Reco
 # -- shared rules ---------------------------------------------------------------------------------
 
 
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _owner(state: CrmState, owner_id: str | None) -> Record:
     """The sales rep to own a record: ``owner_id`` or, when omitted, the signed-in rep."""
-    rep = state.reps.find(owner_id or state.get_var("me"))
-    if rep is None:
-        raise NotFound(f"no sales rep {owner_id!r}; list_sales_reps shows who can own records",
-                       reason="OWNER_NOT_FOUND", id=owner_id)
+    rep = lookup(state.reps, owner_id or state.get_var("me"),
+                 message=f"no sales rep {owner_id!r}; list_sales_reps shows who can own records",
+                 reason="OWNER_NOT_FOUND", id=owner_id)
     require(rep["active"], f"{rep['name']} no longer works here; pick an active rep", reason="OWNER_INACTIVE",
             owner_id=rep["id"])
     return rep
@@ -549,8 +544,8 @@ def search_crm(
     (record_type, id, name and a few key fields), counts per record type, the total and
     next_offset. Fails with OWNER_NOT_FOUND or FILTER_NOT_APPLICABLE (a stage filter with a
     record type other than deal, or a lead status with one other than lead)."""
-    if owner_id is not None and state.reps.find(owner_id) is None:
-        raise NotFound(f"no sales rep {owner_id!r}", reason="OWNER_NOT_FOUND", id=owner_id)
+    if owner_id is not None:
+        lookup(state.reps, owner_id, message=f"no sales rep {owner_id!r}", reason="OWNER_NOT_FOUND")
     require(not (stage and lead_status), "stage applies to deals and lead_status to leads; use one",
             reason="FILTER_NOT_APPLICABLE", error=InvalidArgument)
     implied = "deal" if stage else "lead" if lead_status else None
@@ -802,7 +797,8 @@ def convert_lead(
     owned by the lead's owner. Returns the ids of all three and the converted lead. Fails with
     LEAD_NOT_QUALIFIED (qualify it first), LEAD_ALREADY_CONVERTED, ACCOUNT_NAME_TAKEN (an account of
     that company exists: pass its id as account_id), DUPLICATE_CONTACT_EMAIL (someone is already a
-    contact with the lead's e-mail), OWNER_INACTIVE (reassign the lead first) or CLOSE_DATE_IN_PAST."""
+    contact with the lead's e-mail), OWNER_INACTIVE (reassign the lead first), CLOSE_DATE_IN_PAST
+    or BAD_DATE (not a real date)."""
     lead = state.leads.get(lead_id)
     _require_unconverted(lead)
     require(lead["status"] == "qualified", f"lead {_person(lead)} is {lead['status']}; qualify it before converting",
@@ -937,7 +933,7 @@ def update_deal(
     Winning a deal makes its account a customer. Returns the deal with its allowed next stages.
     Fails with INVALID_STAGE_TRANSITION (a backward move), AMOUNT_REQUIRED (proposal, negotiation
     and closed_won need an amount: pass one), LOST_REASON_REQUIRED, DEAL_CLOSED (closed deals are
-    final), CLOSE_DATE_IN_PAST or NOTHING_TO_UPDATE."""
+    final), CLOSE_DATE_IN_PAST, BAD_DATE (not a real date) or NOTHING_TO_UPDATE."""
     deal = state.deals.get(deal_id)
     _require_open_deal(deal)
     require(any(v is not None for v in (stage, amount, close_date)), "give a stage, amount or close_date",
@@ -1007,7 +1003,7 @@ def log_activity(
     CONTACT_NOT_ON_ACCOUNT (the contact works at another account than the deal or account),
     DEAL_NOT_ON_ACCOUNT (the deal belongs to another account than account_id),
     LEAD_ALREADY_CONVERTED (log it on the contact instead), DUE_DATE_REQUIRED, DUE_DATE_IN_PAST,
-    OWNER_NOT_FOUND or OWNER_INACTIVE."""
+    BAD_DATE (not a real date), OWNER_NOT_FOUND or OWNER_INACTIVE."""
     require(any(v is not None for v in (deal_id, contact_id, account_id, lead_id)),
             "name the deal, contact, account or lead this is about", reason="RELATED_RECORD_REQUIRED",
             error=InvalidArgument)
@@ -1100,8 +1096,7 @@ def list_activities(
     with OWNER_NOT_FOUND, DEAL_NOT_FOUND or ACCOUNT_NOT_FOUND."""
     filters: Record = {}
     if owner_id is not None:
-        if state.reps.find(owner_id) is None:
-            raise NotFound(f"no sales rep {owner_id!r}", reason="OWNER_NOT_FOUND", id=owner_id)
+        lookup(state.reps, owner_id, message=f"no sales rep {owner_id!r}", reason="OWNER_NOT_FOUND")
         filters["owner_id"] = owner_id
     if deal_id is not None:
         filters["deal_id"] = state.deals.get(deal_id)["id"]
@@ -1143,7 +1138,7 @@ def add_note(
     tables[kind].get(record_id)  # the typed …_NOT_FOUND
     return state.notes.insert({"body": body, "author_id": state.get_var("me"), "account_id": account_id,
                                "contact_id": contact_id, "deal_id": deal_id, "lead_id": lead_id,
-                               "created_at": _iso(state.now())})
+                               "created_at": iso_datetime(state.now())})
 
 
 @server.tool(

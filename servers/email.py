@@ -24,20 +24,21 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     InvalidArgument,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     paginate,
     parse_date,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 # -- vocabulary -----------------------------------------------------------------------------------
 
@@ -292,7 +293,7 @@ def _seed_thread(state: EmailState, rng: random.Random, template: tuple, me: Rec
     gaps = [rng.randint(20, 26 * 60) for _ in script[1:]]  # minutes between replies
     last = state.now() - dt.timedelta(minutes=age_minutes)
     when = last - dt.timedelta(minutes=sum(gaps))
-    thread = state.threads.insert({"subject": subject.format(**context), "created_at": _iso(when)})
+    thread = state.threads.insert({"subject": subject.format(**context), "created_at": iso_datetime(when)})
     folder = home if home in SYSTEM_FOLDERS else state.folders.first(name=home)["id"]
     labels = [state.labels.first(name=name)["id"] for name in label_names]
     for k, (sender, to, cc, body, files) in enumerate(script):
@@ -310,10 +311,6 @@ def _seed_thread(state: EmailState, rng: random.Random, template: tuple, me: Rec
 
 
 # -- shared rules ---------------------------------------------------------------------------------
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _me(state: EmailState) -> Record:
@@ -387,7 +384,7 @@ def _store_message(state: EmailState, thread_id: str, folder_id: str, kind: str,
     message = state.messages.insert({
         "thread_id": thread_id, "folder_id": folder_id, "kind": kind, "from_name": sender["name"],
         "from_email": sender["email"], "to": to, "cc": cc, "bcc": bcc, "subject": subject, "body": body,
-        "date": _iso(when), "read": read, "label_ids": label_ids, "attachment_count": len(files),
+        "date": iso_datetime(when), "read": read, "label_ids": label_ids, "attachment_count": len(files),
         "size_bytes": _size(body, files), "in_reply_to": in_reply_to, "forwarded_from": forwarded_from,
         "trashed_from": trashed_from, "sent_from_draft": False,
     })
@@ -571,9 +568,9 @@ def search_messages(
     has_attachment: Annotated[bool | None, Field(description="true: only messages with attachments; false: only "
                                                              "those without.")] = None,
     unread_only: Annotated[bool, Field(description="Only unread messages.")] = False,
-    after: Annotated[str | None, Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="Sent on or after this day, "
+    after: Annotated[str | None, Field(pattern=ISO_DATE, description="Sent on or after this day, "
                                                                                    "YYYY-MM-DD.")] = None,
-    before: Annotated[str | None, Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="Sent on or before this day, "
+    before: Annotated[str | None, Field(pattern=ISO_DATE, description="Sent on or before this day, "
                                                                                     "YYYY-MM-DD.")] = None,
     limit: Limit = 20,
     offset: Offset = 0,
@@ -702,7 +699,7 @@ def create_draft(
     rcpt = _addresses(to, cc, bcc)
     files = _files(attachments)
     _require_storage(state, _size(body, files))
-    thread = state.threads.insert({"subject": subject or "(no subject)", "created_at": _iso(state.now())})
+    thread = state.threads.insert({"subject": subject or "(no subject)", "created_at": iso_datetime(state.now())})
     draft = _store_message(state, thread["id"], "drafts", "draft", _me(state), **rcpt, subject=subject, body=body,
                            files=files, when=state.now(), read=True, label_ids=[])
     return _full(state, draft)
@@ -710,6 +707,7 @@ def create_draft(
 
 @server.tool(
     idempotent=True,  # the same edit again changes nothing
+    destructive=True,  # new attachments replace (delete) the old ones
     reads=["message", "attachment"],
     mutates=["message", "attachment"],
     errors=["MESSAGE_NOT_FOUND", "NOT_A_DRAFT", "DRAFT_ALREADY_SENT", "MESSAGE_IN_TRASH", "NOTHING_TO_UPDATE",
@@ -739,7 +737,7 @@ def update_draft(
     """Change a draft: each field given replaces the old one (attachments replace the whole list;
     [] removes them). Returns the draft. Fails with DRAFT_ALREADY_SENT, NOT_A_DRAFT (a received or
     sent message), MESSAGE_IN_TRASH (a discarded draft), NOTHING_TO_UPDATE, INVALID_RECIPIENT,
-    ATTACHMENT_TOO_LARGE or QUOTA_EXCEEDED."""
+    TOO_MANY_RECIPIENTS, ATTACHMENT_TOO_LARGE or QUOTA_EXCEEDED."""
     draft = _draft(state, draft_id)
     given = {k: v for k, v in (("to", to), ("cc", cc), ("bcc", bcc), ("subject", subject), ("body", body))
              if v is not None}
@@ -764,7 +762,7 @@ def update_draft(
     updated = {**draft, **changes, "attachment_count": len(files), "size_bytes": size}
     if updated != draft:
         _resize(state, size - draft["size_bytes"])
-        updated = state.messages.update(draft_id, **{**updated, "date": _iso(state.now())})
+        updated = state.messages.update(draft_id, **{**updated, "date": iso_datetime(state.now())})
     return _full(state, updated)
 
 
@@ -784,7 +782,7 @@ def send_draft(state: EmailState, draft_id: DraftId) -> dict:
     require(bool(draft["to"] or draft["cc"] or draft["bcc"]), "the draft has no recipients; add them with "
             "update_draft", reason="NO_RECIPIENTS")
     sent = state.messages.update(draft_id, kind="sent", folder_id="sent", sent_from_draft=True,
-                                 date=_iso(state.now()))
+                                 date=iso_datetime(state.now()))
     return _full(state, sent)
 
 
@@ -820,7 +818,7 @@ def send_message(
     rcpt = _addresses(to, cc, bcc)
     files = _files(attachments)
     _require_storage(state, _size(body, files))
-    thread = state.threads.insert({"subject": subject or "(no subject)", "created_at": _iso(state.now())})
+    thread = state.threads.insert({"subject": subject or "(no subject)", "created_at": iso_datetime(state.now())})
     sent = _store_message(state, thread["id"], "sent", "sent", _me(state), **rcpt, subject=subject, body=body,
                           files=files, when=state.now(), read=True, label_ids=[])
     return _full(state, sent)
@@ -851,8 +849,8 @@ def reply_to_message(
 ) -> dict:
     """Reply in the same thread, quoting the original: to its sender (to your original recipients
     when you sent it); reply_all adds everyone else on it except you. Returns the sent reply.
-    Fails with MESSAGE_IN_TRASH (restore it with move_messages first), MESSAGE_IS_DRAFT or
-    QUOTA_EXCEEDED."""
+    Fails with MESSAGE_IN_TRASH (restore it with move_messages first), MESSAGE_IS_DRAFT,
+    NO_RECIPIENTS (nobody but you to reply to) or QUOTA_EXCEEDED."""
     original = _original(state, message_id)
     me = _me(state)["email"]
     if original["from_email"] == me:
@@ -900,7 +898,8 @@ def forward_message(
 ) -> dict:
     """Forward a message, with its attachments unless include_attachments is false, in the same
     thread. Returns the sent forward. Fails with ATTACHMENT_TOO_LARGE (the attachments pass 25 MiB:
-    forward without them), MESSAGE_IN_TRASH, MESSAGE_IS_DRAFT, INVALID_RECIPIENT or QUOTA_EXCEEDED."""
+    forward without them), MESSAGE_IN_TRASH, MESSAGE_IS_DRAFT, INVALID_RECIPIENT, TOO_MANY_RECIPIENTS
+    or QUOTA_EXCEEDED."""
     original = _original(state, message_id)
     rcpt = _addresses(to, cc, None)
     files = []

@@ -30,23 +30,24 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    MINUTE_FORMAT,
     Conflict,
     FailedPrecondition,
     InvalidArgument,
-    NotFound,
+    Record,
     Server,
     State,
     Table,
     fake,
+    local_minute,
+    lookup,
+    minute_text,
     money,
     paginate,
     ref,
     require,
 )
 
-Record = dict[str, Any]
-
-TIME_FORMAT = "%Y-%m-%dT%H:%M"
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 CONFIRM_AFTER_MIN = 3
 COOKING_STARTS_MIN = 8  # no cancelling from here on
@@ -206,13 +207,6 @@ class DeliveryOptions:
 # -- clock, hours and geography ---------------------------------------------------------------------
 
 
-def _local_now(state: DeliveryState) -> dt.datetime:
-    return state.now().replace(tzinfo=None, second=0, microsecond=0)
-
-
-def _fmt(when: dt.datetime) -> str:
-    return when.strftime(TIME_FORMAT)
-
 
 def _intervals(restaurant: Record, day: dt.date) -> list[tuple[dt.datetime, dt.datetime]]:
     return [(dt.datetime.combine(day, dt.time.fromisoformat(i["open"])),
@@ -228,11 +222,11 @@ def _next_change(restaurant: Record, when: dt.datetime) -> tuple[str, str | None
     """("closes_at", time) while open, else ("opens_at", the next opening within a week)."""
     for start, end in _intervals(restaurant, when.date()):
         if start <= when < end:
-            return "closes_at", _fmt(end)
+            return "closes_at", minute_text(end)
     for ahead in range(8):
         for start, _ in _intervals(restaurant, when.date() + dt.timedelta(days=ahead)):
             if start > when:
-                return "opens_at", _fmt(start)
+                return "opens_at", minute_text(start)
     return "opens_at", None
 
 
@@ -250,7 +244,7 @@ def _ride_minutes(distance_km: float) -> int:
 
 
 def _require_open(state: DeliveryState, restaurant: Record) -> None:
-    now = _local_now(state)
+    now = local_minute(state)
     if not _is_open(restaurant, now):
         _, opens = _next_change(restaurant, now)
         raise FailedPrecondition(f"{restaurant['name']} is closed now; it opens at {opens}",
@@ -346,16 +340,16 @@ def _clear_cart(state: DeliveryState) -> None:
 
 def _timeline(placed: dt.datetime, prep_minutes: int, ride_minutes: int) -> Record:
     ready = placed + dt.timedelta(minutes=COOKING_STARTS_MIN + prep_minutes)
-    return {"placed": _fmt(placed), "confirmed": _fmt(placed + dt.timedelta(minutes=CONFIRM_AFTER_MIN)),
-            "preparing": _fmt(placed + dt.timedelta(minutes=COOKING_STARTS_MIN)),
-            "out_for_delivery": _fmt(ready), "delivered": _fmt(ready + dt.timedelta(minutes=ride_minutes))}
+    return {"placed": minute_text(placed), "confirmed": minute_text(placed + dt.timedelta(minutes=CONFIRM_AFTER_MIN)),
+            "preparing": minute_text(placed + dt.timedelta(minutes=COOKING_STARTS_MIN)),
+            "out_for_delivery": minute_text(ready), "delivered": minute_text(ready + dt.timedelta(minutes=ride_minutes))}
 
 
 def _order_status(state: DeliveryState, order: Record) -> str:
     """Where an order stands: cancelled, or the last timeline step the session clock has reached."""
     if order["cancelled_at"] is not None:
         return "cancelled"
-    now = _fmt(_local_now(state))
+    now = minute_text(local_minute(state))
     reached = [step for step, when in order["timeline"].items() if when <= now]
     return reached[-1] if reached else "placed"
 
@@ -390,7 +384,7 @@ def _insert_order(state: DeliveryState, restaurant: Record, address: Record, lin
 
 
 def _restaurant_card(state: DeliveryState, restaurant: Record, address: Record | None = None) -> Record:
-    now = _local_now(state)
+    now = local_minute(state)
     change, when = _next_change(restaurant, now)
     card = {k: restaurant[k] for k in ("id", "name", "cuisine", "dietary", "price_level", "rating", "rating_count",
                                        "neighborhood", "delivery_fee", "minimum_order", "delivery_radius_km",
@@ -421,7 +415,7 @@ def _cart_view(state: DeliveryState) -> Record:
     totals = _totals(restaurant, subtotal, promo if problem is None else None)
     return {
         "restaurant": {"id": restaurant["id"], "name": restaurant["name"], "open_now": _is_open(restaurant,
-                                                                                               _local_now(state))},
+                                                                                               local_minute(state))},
         "items": [{**line, "line_total": money(line["unit_price"] * line["quantity"])} for line in lines],
         "item_count": sum(line["quantity"] for line in lines),
         "promo": None if promo is None else {"code": code, "applied": problem is None,
@@ -540,7 +534,7 @@ def _seed_lines(state: DeliveryState, rng: random.Random, restaurant: Record, mi
 def _seed_orders(state: DeliveryState, rng: random.Random, restaurants: list[Record]) -> None:
     """History in every status. Today's orders come from restaurants open now and are placed so the
     clock finds them placed (1 min ago), preparing, out for delivery and just delivered."""
-    now = _local_now(state)
+    now = local_minute(state)
     home = state.addresses.first(label="home")
     open_now = [r for r in restaurants if _is_open(r, now) and _distance_km(r, home) <= r["delivery_radius_km"]]
     past = [r for r in restaurants if _distance_km(r, home) <= r["delivery_radius_km"]]
@@ -584,7 +578,7 @@ def _seed_orders(state: DeliveryState, rng: random.Random, restaurants: list[Rec
                               placed=placed, promo=None, tip=rng.choice((2.0, 3.0, 4.0, 5.0)), instructions=None,
                               courier=COURIERS[n % len(COURIERS)])
         if cancelled:
-            state.orders.update(order["id"], cancelled_at=_fmt(placed + dt.timedelta(minutes=2)),
+            state.orders.update(order["id"], cancelled_at=minute_text(placed + dt.timedelta(minutes=2)),
                                 cancel_reason="changed_mind", refund={"amount": order["total"], "status": "issued"})
         if rated:
             state.ratings.insert({"order_id": order["id"], "restaurant_id": restaurant["id"],
@@ -608,7 +602,7 @@ def _seed_cart(state: DeliveryState, restaurant: Record) -> None:
 
 
 def _first_open(s: DeliveryState) -> Record:
-    return s.restaurants.first(lambda r: _is_open(r, _local_now(s))) or s.restaurants.all()[0]
+    return s.restaurants.first(lambda r: _is_open(r, local_minute(s))) or s.restaurants.all()[0]
 
 
 def _add_example(s: DeliveryState) -> Record:
@@ -623,7 +617,7 @@ def _add_example(s: DeliveryState) -> Record:
 
 def _switch_restaurant_example(s: DeliveryState) -> Record:
     """A plain dish from another open restaurant than the cart's, replacing the cart."""
-    now, current = _local_now(s), _cart_restaurant(s)
+    now, current = local_minute(s), _cart_restaurant(s)
     other = s.restaurants.first(lambda r: _is_open(r, now) and (current is None or r["id"] != current["id"]))
     dishes = s.menu_items.where(lambda i: not i["sizes"], restaurant_id=(other or _first_open(s))["id"],
                                 available=True)
@@ -723,7 +717,7 @@ def search_restaurants(
     Fails with ADDRESS_NOT_FOUND."""
     address = state.addresses.get(address_id) if address_id else None
     words = (query or "").lower().split()
-    now = _local_now(state)
+    now = local_minute(state)
 
     def wanted(r: Record) -> bool:
         return (all(w in f"{r['name']} {r['cuisine']}".lower() for w in words)
@@ -778,10 +772,10 @@ def get_opening_hours(state: DeliveryState, restaurant_id: RestaurantId) -> dict
     today's hours, whether it is open now and when it next opens or closes. Fails with
     RESTAURANT_NOT_FOUND."""
     restaurant = state.restaurants.get(restaurant_id)
-    now = _local_now(state)
+    now = local_minute(state)
     change, when = _next_change(restaurant, now)
     return {"restaurant_id": restaurant_id, "name": restaurant["name"], "hours": restaurant["hours"],
-            "local_time": _fmt(now), "today": _hours_label(restaurant, now.date()),
+            "local_time": minute_text(now), "today": _hours_label(restaurant, now.date()),
             "open_now": _is_open(restaurant, now), change: when}
 
 
@@ -851,6 +845,7 @@ def _add_to_cart_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    destructive=True,  # start_new_cart=true deletes a cart from another restaurant
     reads=["menu_item", "restaurant", "cart_item"],
     produces=["cart_item"],
     mutates=["cart_item"],
@@ -983,9 +978,7 @@ def apply_promo(
     restaurant = _cart_restaurant(state)
     require(restaurant is not None, "the cart is empty; add dishes first", reason="CART_EMPTY")
     code = code.strip().upper()
-    promo = state.promos.find(code)
-    if promo is None:
-        raise NotFound(f"no promo code {code}", reason="PROMO_NOT_FOUND", code=code)
+    promo = lookup(state.promos, code, message=f"no promo code {code}", reason="PROMO_NOT_FOUND", code=code)
     problem = _promo_problem(state, promo, restaurant, _subtotal(state.cart_items.all()))
     if problem is not None:
         raise problem
@@ -1008,6 +1001,7 @@ def list_addresses(state: DeliveryState) -> dict:
 
 
 @server.tool(
+    destructive=True,  # the cart's lines are deleted once they are ordered
     reads=["cart_item", "restaurant", "menu_item", "promo", "address"],
     produces=["order"],
     mutates=["cart_item"],
@@ -1031,7 +1025,8 @@ def checkout(
     Returns the order: items, totals, courier and timeline (confirmed, preparing, out for delivery,
     delivered) with the estimated delivery time. Fails with CART_EMPTY, RESTAURANT_CLOSED,
     ITEM_UNAVAILABLE, BELOW_MINIMUM_ORDER (the details say how much to add), OUTSIDE_DELIVERY_AREA
-    (pick another address or restaurant) or a promo that no longer applies (PROMO_...)."""
+    (pick another address or restaurant) or a promo that no longer applies (PROMO_EXPIRED,
+    PROMO_NOT_VALID_HERE, PROMO_MINIMUM_NOT_MET)."""
     address = state.addresses.get(address_id)
     restaurant = _cart_restaurant(state)
     require(restaurant is not None, "the cart is empty; add dishes first", reason="CART_EMPTY")
@@ -1050,7 +1045,7 @@ def checkout(
     problem = None if promo is None else _promo_problem(state, promo, restaurant, subtotal)
     if problem is not None:
         raise problem
-    order = _insert_order(state, restaurant, address, lines, placed=_local_now(state), promo=promo, tip=tip,
+    order = _insert_order(state, restaurant, address, lines, placed=local_minute(state), promo=promo, tip=tip,
                           instructions=delivery_instructions or address["default_instructions"],
                           courier=COURIERS[state.next_counter("courier") % len(COURIERS)])
     _clear_cart(state)
@@ -1130,7 +1125,7 @@ def cancel_order(
     status = _order_status(state, order)
     require(status in ("placed", "confirmed"), f"order {order_id} is {status} and can no longer be cancelled",
             reason="ORDER_NOT_CANCELLABLE", status=status)
-    order = state.orders.update(order_id, cancelled_at=_fmt(_local_now(state)), cancel_reason=reason,
+    order = state.orders.update(order_id, cancelled_at=minute_text(local_minute(state)), cancel_reason=reason,
                                 refund={"amount": order["total"], "status": "issued"})
     return _order_view(state, order)
 
@@ -1151,10 +1146,10 @@ def track_delivery(state: DeliveryState, order_id: OrderId) -> dict:
     status = _order_status(state, order)
     require(status != "cancelled", f"order {order_id} was cancelled at {order['cancelled_at']}",
             reason="ORDER_CANCELLED")
-    now = _local_now(state)
-    eta = dt.datetime.strptime(order["timeline"]["delivered"], TIME_FORMAT)
-    reached = {step: when for step, when in order["timeline"].items() if when <= _fmt(now)}
-    return {"order_id": order_id, "status": status, "steps": reached, "estimated_delivery": _fmt(eta),
+    now = local_minute(state)
+    eta = dt.datetime.strptime(order["timeline"]["delivered"], MINUTE_FORMAT)
+    reached = {step: when for step, when in order["timeline"].items() if when <= minute_text(now)}
+    return {"order_id": order_id, "status": status, "steps": reached, "estimated_delivery": minute_text(eta),
             "minutes_remaining": max(0, int((eta - now).total_seconds() // 60)),
             "courier": order["courier"] if status in ("out_for_delivery", "delivered") else None,
             "distance_km": order["distance_km"]}
@@ -1199,7 +1194,7 @@ def rate_order(
     state.restaurants.update(restaurant["id"], rating=average, rating_count=count)
     rating = state.ratings.insert({"order_id": order_id, "restaurant_id": restaurant["id"], "food_stars": food_stars,
                                    "delivery_stars": delivery_stars, "comment": comment,
-                                   "created_at": _fmt(_local_now(state))})
+                                   "created_at": minute_text(local_minute(state))})
     return {"rating": rating, "restaurant_rating": average, "restaurant_rating_count": count}
 
 

@@ -31,17 +31,17 @@ from prove_core import hookimpl
 from prove_core.toolkit import (
     Conflict,
     InvalidArgument,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     ToolError,
     fake,
+    iso_datetime,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 # -- vocabulary -----------------------------------------------------------------------------------
 
@@ -273,10 +273,10 @@ def _seed_device(state: IotState, rng: random.Random, home: Record, room: Record
         "home_id": home["id"], "room_id": room["id"], "name": name, "type": kind, "model": model,
         "manufacturer": spec["manufacturer"], "capabilities": list(spec["capabilities"]), "online": not offline,
         "battery": battery, "firmware_version": firmware,
-        "last_seen_at": _iso(state.now() - dt.timedelta(hours=rng.randint(20, 70) if offline else 0,
+        "last_seen_at": iso_datetime(state.now() - dt.timedelta(hours=rng.randint(20, 70) if offline else 0,
                                                         minutes=rng.randint(0, 9))),
         "state": _initial_state(state, rng, kind, model, jammed=jammed),
-        "updated_at": _iso(state.now() - dt.timedelta(hours=rng.randint(1, 48))),
+        "updated_at": iso_datetime(state.now() - dt.timedelta(hours=rng.randint(1, 48))),
     }
     if kind == "thermostat":
         record["setpoint_range"] = list(spec["setpoint_range"])
@@ -303,13 +303,13 @@ def _initial_state(state: IotState, rng: random.Random, kind: str, model: str, *
         detection = rng.random() < 0.8
         return {"on": True, "recording_mode": "motion_only" if detection else "off", "motion_detection": detection,
                 "motion_sensitivity": rng.choice(("low", "medium", "high")),
-                "last_motion_at": _iso(now - dt.timedelta(minutes=rng.randint(5, 600)))}
+                "last_motion_at": iso_datetime(now - dt.timedelta(minutes=rng.randint(5, 600)))}
     if kind == "temperature_sensor":
         return {"temperature": round(rng.uniform(17.5, 24.0), 1), "humidity": rng.randint(30, 60)}
     if kind == "motion_sensor":
-        return {"motion": True, "last_motion_at": _iso(now - dt.timedelta(minutes=rng.randint(0, 2)))}
+        return {"motion": True, "last_motion_at": iso_datetime(now - dt.timedelta(minutes=rng.randint(0, 2)))}
     if kind == "contact_sensor":
-        return {"open": False, "last_changed_at": _iso(now - dt.timedelta(minutes=rng.randint(10, 300)))}
+        return {"open": False, "last_changed_at": iso_datetime(now - dt.timedelta(minutes=rng.randint(10, 300)))}
     return {"smoke": False, "co_ppm": rng.randint(0, 4), "last_self_test_on": (now.date() - dt.timedelta(
         days=rng.randint(3, 28))).isoformat()}
 
@@ -327,7 +327,7 @@ def _seed_readings(state: IotState, rng: random.Random, device: Record) -> None:
         elif hours_ago and device["type"] == "contact_sensor":
             values["open"] = rng.random() < 0.2
         state.readings.insert({"device_id": device["id"], "home_id": device["home_id"],
-                               "at": _iso(state.now() - dt.timedelta(hours=hours_ago)), "values": values})
+                               "at": iso_datetime(state.now() - dt.timedelta(hours=hours_ago)), "values": values})
 
 
 def _seed_scenes(state: IotState, home: Record, devices: dict[str, Record]) -> None:
@@ -344,7 +344,7 @@ def _seed_scenes(state: IotState, home: Record, devices: dict[str, Record]) -> N
         state.scenes.insert({
             "home_id": home["id"], "name": name,
             "devices": [{"device_id": devices[d]["id"], "settings": s} for d, s in settings.items()],
-            "created_at": _iso(state.now() - dt.timedelta(days=30)), "last_activated_at": None,
+            "created_at": iso_datetime(state.now() - dt.timedelta(days=30)), "last_activated_at": None,
         })
 
 
@@ -364,8 +364,8 @@ def _seed_schedules(state: IotState, home: Record, devices: dict[str, Record]) -
             next_run = _next_run(at, list(days), after=next_run)
         state.schedules.insert({
             "home_id": home["id"], "device_id": device["id"], "name": name, "action": action, "value": value,
-            "time": at, "days": list(days), "enabled": True, "next_run_at": _iso(next_run),
-            "last_run_at": None, "last_result": None, "created_at": _iso(created),
+            "time": at, "days": list(days), "enabled": True, "next_run_at": iso_datetime(next_run),
+            "last_run_at": None, "last_result": None, "created_at": iso_datetime(created),
         })
 
 
@@ -386,10 +386,6 @@ def _seed_automations(state: IotState, home: Record, devices: dict[str, Record])
 
 
 # -- shared rules ---------------------------------------------------------------------------------
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _next_run(at: str, days: list[str], *, after: dt.datetime) -> dt.datetime:
@@ -489,7 +485,7 @@ def _write_state(state: IotState, device: Record, changes: Record) -> Record:
         new["power_watts"] = 0.0
     if new == device["state"]:
         return device
-    return state.devices.update(device["id"], state=new, updated_at=_iso(state.now()))
+    return state.devices.update(device["id"], state=new, updated_at=iso_datetime(state.now()))
 
 
 def _try_action(state: IotState, device_id: str, action: str, value: float | None) -> Record:
@@ -521,7 +517,7 @@ def _automation_record(state: IotState, home_id: str, name: str, trigger_device:
         "trigger_device_id": trigger_device["id"], "trigger": trigger, "threshold": threshold,
         "action_device_id": action_device["id"], "action": action, "value": value,
         "condition_met": False,  # armed: fires at the first evaluation that finds the condition true
-        "last_fired_at": None, "fire_count": 0, "last_result": None, "created_at": _iso(created),
+        "last_fired_at": None, "fire_count": 0, "last_result": None, "created_at": iso_datetime(created),
     }
 
 
@@ -558,7 +554,7 @@ def _device_summary(device: Record) -> Record:
 def _schedule_view(state: IotState, schedule: Record) -> Record:
     device = state.devices.find(schedule["device_id"])
     return {**schedule, "device": None if device is None else device["name"],
-            "due": schedule["enabled"] and schedule["next_run_at"] <= _iso(state.now())}
+            "due": schedule["enabled"] and schedule["next_run_at"] <= iso_datetime(state.now())}
 
 
 # -- examples: arguments computed from the state, valid on a fresh seed of any size -----------------
@@ -1062,7 +1058,7 @@ def create_scene(
     require(len(scenes) < MAX_SCENES_PER_HOME, f"a home holds at most {MAX_SCENES_PER_HOME} scenes",
             reason="SCENE_LIMIT_REACHED", error=ResourceExhausted, limit=MAX_SCENES_PER_HOME)
     return state.scenes.insert({"home_id": home_id, "name": name.strip(), "devices": captured,
-                                "created_at": _iso(state.now()), "last_activated_at": None})
+                                "created_at": iso_datetime(state.now()), "last_activated_at": None})
 
 
 def _scene_settings(device: Record) -> Record:
@@ -1123,7 +1119,7 @@ def activate_scene(
             continue
         _write_state(state, device, entry["settings"])
         applied.append({"device_id": device["id"], "device": device["name"], "settings": entry["settings"]})
-    state.scenes.update(scene_id, last_activated_at=_iso(state.now()))
+    state.scenes.update(scene_id, last_activated_at=iso_datetime(state.now()))
     return {"scene_id": scene_id, "name": scene["name"], "applied": applied, "skipped": skipped}
 
 
@@ -1204,8 +1200,8 @@ def create_schedule(
     schedule = state.schedules.insert({
         "home_id": device["home_id"], "device_id": device_id, "name": name or f"{device['name']}: {action} at {time}",
         "action": action, "value": value, "time": time, "days": run_days, "enabled": True,
-        "next_run_at": _iso(_next_run(time, run_days, after=state.now())), "last_run_at": None,
-        "last_result": None, "created_at": _iso(state.now()),
+        "next_run_at": iso_datetime(_next_run(time, run_days, after=state.now())), "last_run_at": None,
+        "last_result": None, "created_at": iso_datetime(state.now()),
     })
     return _schedule_view(state, schedule)
 
@@ -1233,7 +1229,7 @@ def list_schedules(
         state.devices.get(device_id)
         filters["device_id"] = device_id
     schedules = sorted(state.schedules.where(**filters), key=lambda sc: sc["next_run_at"])
-    return {"home_id": home_id, "hub_time": _iso(state.now()),
+    return {"home_id": home_id, "hub_time": iso_datetime(state.now()),
             "schedules": [_schedule_view(state, sc) for sc in schedules]}
 
 
@@ -1252,12 +1248,13 @@ def run_due_schedules(state: IotState, home_id: HomeId) -> dict:
     next_run_at to the next occurrence. Returns the runs and the hub time; an empty list when
     nothing is due. Fails with HOME_NOT_FOUND."""
     state.homes.get(home_id)
-    now = _iso(state.now())
+    now = iso_datetime(state.now())
     runs = []
     for schedule in state.schedules.where(lambda sc: sc["enabled"] and sc["next_run_at"] <= now, home_id=home_id):
         result = _try_action(state, schedule["device_id"], schedule["action"], schedule["value"])
         state.schedules.update(schedule["id"], last_run_at=now, last_result=result["reason"] or "ok",
-                               next_run_at=_iso(_next_run(schedule["time"], schedule["days"], after=state.now())))
+                               next_run_at=iso_datetime(_next_run(schedule["time"], schedule["days"],
+                                                                  after=state.now())))
         runs.append({"schedule_id": schedule["id"], "name": schedule["name"], "action": schedule["action"], **result})
     return {"home_id": home_id, "hub_time": now, "runs": runs}
 
@@ -1315,7 +1312,7 @@ def create_automation(
     """Create an automation: when the trigger device meets the condition, do the action on the
     action device. It fires at evaluate_automations. Returns the automation. Fails with
     INVALID_TRIGGER (the device cannot report that condition), THRESHOLD_REQUIRED,
-    UNSUPPORTED_CAPABILITY, ACTION_VALUE_REQUIRED, VALUE_OUT_OF_RANGE, SETPOINT_OUT_OF_RANGE,
+    UNSUPPORTED_CAPABILITY, ACTION_VALUE_REQUIRED, UNEXPECTED_VALUE, VALUE_OUT_OF_RANGE, SETPOINT_OUT_OF_RANGE,
     DEVICE_NOT_IN_HOME, AUTOMATION_NAME_TAKEN, AUTOMATION_LIMIT_REACHED (25 per home) or
     AUTOMATION_LOOP (its action would re-trigger it, directly or through enabled automations)."""
     trigger_device = state.devices.get(trigger_device_id)
@@ -1439,7 +1436,7 @@ def evaluate_automations(state: IotState, home_id: HomeId) -> dict:
                 continue
             if holds and not auto["condition_met"]:
                 result = _try_action(state, auto["action_device_id"], auto["action"], auto["value"])
-                state.automations.update(auto["id"], condition_met=True, last_fired_at=_iso(state.now()),
+                state.automations.update(auto["id"], condition_met=True, last_fired_at=iso_datetime(state.now()),
                                          fire_count=auto["fire_count"] + 1, last_result=result["reason"] or "ok")
                 fired.append({"automation_id": auto["id"], "name": auto["name"], "action": auto["action"], **result})
                 changed = True
@@ -1504,7 +1501,7 @@ def update_firmware(state: IotState, device_id: DeviceId) -> dict:
     require(device["battery"] is None or device["battery"] >= MIN_FIRMWARE_BATTERY,
             f"{device['name']} has {device['battery']}% battery; updates need {MIN_FIRMWARE_BATTERY}% or more",
             reason="BATTERY_TOO_LOW", battery=device["battery"], minimum=MIN_FIRMWARE_BATTERY)
-    state.devices.update(device_id, firmware_version=latest, firmware_updated_at=_iso(state.now()))
+    state.devices.update(device_id, firmware_version=latest, firmware_updated_at=iso_datetime(state.now()))
     return {"device_id": device_id, "name": device["name"], "previous_version": device["firmware_version"],
             "installed_version": latest, "release_notes": MODELS[device["model"]]["notes"]}
 

@@ -21,20 +21,21 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     FailedPrecondition,
     InvalidArgument,
+    Record,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     paginate,
     parse_date,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 # -- vocabulary -----------------------------------------------------------------------------------
 
@@ -53,7 +54,6 @@ LinkType = Literal["blocks", "relates_to", "duplicates"]
 StoryPoints = Literal[0, 1, 2, 3, 5, 8, 13, 21]
 SprintStatus = Literal["planned", "active", "completed"]
 MAX_SPRINT_DAYS = 28
-ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 PROJECTS = (
     ("WEB", "Website Redesign", "The marketing site and customer portal rebuild."),
@@ -166,7 +166,7 @@ def _seed_project(state: TrackerState, rng: random.Random, users: list[Record], 
     created = state.now() - dt.timedelta(days=rng.randint(120, 500))
     project = state.projects.insert({
         "key": key, "name": name, "description": about, "lead_id": others[0]["id"], "member_ids": members,
-        "labels": sorted(rng.sample(LABELS, k=5)), "archived": archived, "created_at": _iso(created),
+        "labels": sorted(rng.sample(LABELS, k=5)), "archived": archived, "created_at": iso_datetime(created),
     })
     sprints = _seed_sprints(state, rng, project)
     issues = [_seed_issue(state, rng, project, status, kind, sprints, first=n == 0)
@@ -176,7 +176,7 @@ def _seed_project(state: TrackerState, rng: random.Random, users: list[Record], 
     for source, target, kind in ((blocker, blocked, "blocks"), (issues[2], issues[5], "relates_to"),
                                  (issues[3], issues[11], "duplicates")):
         state.links.insert({"source_id": source["id"], "target_id": target["id"], "type": kind,
-                            "created_by": me["id"], "created_at": _iso(state.now() - dt.timedelta(days=3))})
+                            "created_by": me["id"], "created_at": iso_datetime(state.now() - dt.timedelta(days=3))})
 
 
 def _seed_sprints(state: TrackerState, rng: random.Random, project: Record) -> dict[str, Record]:
@@ -225,20 +225,17 @@ def _seed_issue(state: TrackerState, rng: random.Random, project: Record, status
         "labels": sorted(rng.sample(project["labels"], k=rng.randint(0, 2))),
         "story_points": rng.choice((1, 2, 3, 5, 8)) if kind != "bug" else None, "sprint_id": sprint,
         "watcher_ids": sorted({reporter, *([assignee] if assignee else [])}), "due_date": None,
-        "created_at": _iso(created), "updated_at": _iso(updated),
-        "resolved_at": _iso(updated) if status == "done" else None,
+        "created_at": iso_datetime(created), "updated_at": iso_datetime(updated),
+        "resolved_at": iso_datetime(updated) if status == "done" else None,
     })
     for n in range(rng.randint(0, 3)):
         state.comments.insert({"issue_id": issue["id"], "author_id": rng.choice(members),
-                               "body": rng.choice(COMMENTS), "created_at": _iso(updated + dt.timedelta(hours=n + 1))})
+                               "body": rng.choice(COMMENTS),
+                               "created_at": iso_datetime(updated + dt.timedelta(hours=n + 1))})
     return issue
 
 
 # -- shared rules ---------------------------------------------------------------------------------
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _next_key(state: TrackerState, project: Record) -> str:
@@ -286,7 +283,7 @@ def _touch(state: TrackerState, issue_id: str, **changes: Any) -> Record:
     issue = state.issues.get(issue_id)
     if all(issue.get(k) == v for k, v in changes.items()):
         return issue
-    return state.issues.update(issue_id, **changes, updated_at=_iso(state.now()))
+    return state.issues.update(issue_id, **changes, updated_at=iso_datetime(state.now()))
 
 
 def _issue_card(issue: Record) -> Record:
@@ -579,7 +576,7 @@ def create_issue(
     labels = sorted(set(labels or []))
     _require_labels(project, labels)
     due = parse_date(due_date, "due_date").isoformat() if due_date else None
-    me, now = state.get_var("me"), _iso(state.now())
+    me, now = state.get_var("me"), iso_datetime(state.now())
     watchers = sorted({me, assignee_id} - {None})
     return state.issues.insert({
         "id": _next_key(state, project), "project_id": project_id, "title": title.strip(),
@@ -665,7 +662,7 @@ def transition_issue(
         blockers = _open_blockers(state, issue_id)
         require(not blockers, f"{issue_id} is blocked by unfinished {', '.join(blockers)}",
                 reason="BLOCKED_BY_OPEN_ISSUE", blocked_by=blockers)
-        return _touch(state, issue_id, status="done", resolution=resolution, resolved_at=_iso(state.now()))
+        return _touch(state, issue_id, status="done", resolution=resolution, resolved_at=iso_datetime(state.now()))
     return _touch(state, issue_id, status=to_status, resolution=None, resolved_at=None)
 
 
@@ -740,7 +737,7 @@ def add_comment(
     """Comment on an issue as you. Returns the comment. Fails with PROJECT_ARCHIVED."""
     _writable_issue(state, issue_id)
     comment = state.comments.insert({"issue_id": issue_id, "author_id": state.get_var("me"), "body": body,
-                                     "created_at": _iso(state.now())})
+                                     "created_at": iso_datetime(state.now())})
     state.issues.update(issue_id, updated_at=comment["created_at"])
     return comment
 
@@ -802,7 +799,7 @@ def link_issues(
         require(not path, f"{' blocks '.join(path)}: letting {issue_id} block {other_issue_id} would make a cycle",
                 reason="BLOCKING_CYCLE", path=path)
     return state.links.insert({"source_id": issue_id, "target_id": other_issue_id, "type": link_type,
-                               "created_by": state.get_var("me"), "created_at": _iso(state.now())})
+                               "created_by": state.get_var("me"), "created_at": iso_datetime(state.now())})
 
 
 def _blocking_path(state: TrackerState, start: str, goal: str) -> list[str]:

@@ -32,10 +32,12 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    Record,
     ResourceExhausted,
     Server,
     State,
@@ -48,10 +50,6 @@ from prove_core.toolkit import (
     ref,
     require,
 )
-
-Record = dict[str, Any]
-
-
 
 # -- vocabulary -------------------------------------------------------------------------------------
 
@@ -317,7 +315,7 @@ def _utc_offset(when: dt.datetime) -> int:
     """Stockholm's offset from UTC in hours: 2 from the last Sunday of March to the last Sunday of
     October (01:00 UTC both times), else 1."""
     def last_sunday(month: int) -> dt.datetime:
-        day = dt.datetime(when.year, month, 31, 1, tzinfo=dt.timezone.utc)
+        day = dt.datetime(when.year, month, 31, 1, tzinfo=dt.UTC)
         return day - dt.timedelta(days=(day.weekday() + 1) % 7)
     return 2 if last_sunday(3) <= when < last_sunday(10) else 1
 
@@ -414,9 +412,9 @@ def _departure(state: MapState, departure_time: str | None) -> dt.datetime:
         raise InvalidArgument(f"{departure_time!r} is not a valid date and time", reason="BAD_DATE",
                               field="departure_time") from None
     if when.tzinfo is None:  # Stockholm wall-clock time
-        guess = when.replace(tzinfo=dt.timezone.utc) - dt.timedelta(hours=1)
+        guess = when.replace(tzinfo=dt.UTC) - dt.timedelta(hours=1)
         when = when.replace(tzinfo=dt.timezone(dt.timedelta(hours=_utc_offset(guess))))
-    when = when.astimezone(dt.timezone.utc)
+    when = when.astimezone(dt.UTC)
     require(when >= state.now() - dt.timedelta(minutes=1), f"departure_time {departure_time} is in the past; "
             f"it is now {_stamp(state.now())}", reason="DEPARTURE_TIME_IN_PAST", error=InvalidArgument)
     return when
@@ -818,7 +816,8 @@ def get_route(
     Fails with NO_ROUTE when the mode cannot make the trip (water with no bridge: only transit
     reaches the islands; more than 20 km walking or 60 km cycling; no transit 01:00-05:00;
     a ferry out of season; an avoided toll or ferry that cannot be avoided), with
-    SAME_ORIGIN_DESTINATION, DEPARTURE_TIME_IN_PAST, or a bad origin or destination."""
+    SAME_ORIGIN_DESTINATION, DEPARTURE_TIME_IN_PAST, BAD_DATE, or for a bad origin or destination
+    PLACE_NOT_FOUND, INVALID_COORDINATES or OUTSIDE_SERVICE_AREA."""
     depart = _departure(state, departure_time)
     return _plan(state, _resolve(state, origin), _resolve(state, destination), mode, depart, set(avoid))
 
@@ -844,7 +843,8 @@ def compare_travel_modes(
     """The same trip by every mode at once: for driving, walking, cycling and transit either
     status OK with distance_km, duration_min and toll_sek, or status NO_ROUTE with the reason;
     plus the fastest mode that works (null when none does). Fails only for a bad origin or
-    destination, SAME_ORIGIN_DESTINATION or DEPARTURE_TIME_IN_PAST."""
+    destination (PLACE_NOT_FOUND, INVALID_COORDINATES, OUTSIDE_SERVICE_AREA),
+    SAME_ORIGIN_DESTINATION, DEPARTURE_TIME_IN_PAST or BAD_DATE."""
     depart = _departure(state, departure_time)
     a, b = _resolve(state, origin), _resolve(state, destination)
     options = {}
@@ -923,7 +923,7 @@ def get_distance_matrix(
 def get_opening_hours(
     state: MapState,
     place_id: PlaceId,
-    date: Annotated[str | None, Field(pattern=r"^\d{4}-\d{2}-\d{2}$",
+    date: Annotated[str | None, Field(pattern=ISO_DATE,
                                       description="Day to show the hours for, YYYY-MM-DD; default today.")] = None,
 ) -> dict:
     """A place's weekly opening hours (per weekday: open/close times, empty = closed; a close at or
@@ -1016,7 +1016,8 @@ def search_along_route(
     """Places of one category on the way from origin to destination, in the order you pass them,
     each with detour_m (off the route) and km_from_origin, plus the route's distance and
     duration. Fails with NO_ROUTE when the mode cannot make the trip, and like get_route for a
-    bad origin or destination."""
+    bad origin or destination (PLACE_NOT_FOUND, INVALID_COORDINATES, OUTSIDE_SERVICE_AREA,
+    SAME_ORIGIN_DESTINATION, DEPARTURE_TIME_IN_PAST, BAD_DATE)."""
     a, b = _resolve(state, origin), _resolve(state, destination)
     route = _plan(state, a, b, mode, state.now(), set())
     # Project onto the straight segment in a local flat frame (km east, km north of the origin).

@@ -31,18 +31,18 @@ from prove_core.toolkit import (
     FailedPrecondition,
     InvalidArgument,
     PermissionDenied,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     money,
     paginate,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 OFFER_LIFETIME = dt.timedelta(hours=48)
 SELLER_FEE_RATE = 0.05
@@ -133,14 +133,10 @@ class MarketOptions:
 # -- shared rules ---------------------------------------------------------------------------------
 
 
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _offer_status(state: MarketState, offer: Record) -> str:
     """The status a caller sees: an open offer past its expiry reads as expired (expiry is a
     matter of the clock, so reading it writes nothing)."""
-    if offer["status"] in OPEN_OFFER and offer["expires_at"] <= _iso(state.now()):
+    if offer["status"] in OPEN_OFFER and offer["expires_at"] <= iso_datetime(state.now()):
         return "expired"
     return offer["status"]
 
@@ -180,7 +176,7 @@ def _close_open_offers(state: MarketState, listing_id: str, when: dt.datetime, k
     closed = []
     for offer in state.offers.where(lambda o: o["status"] in (*OPEN_OFFER, "accepted"), listing_id=listing_id):
         if offer["id"] != keep:
-            state.offers.update(offer["id"], status="closed", responded_at=_iso(when))
+            state.offers.update(offer["id"], status="closed", responded_at=iso_datetime(when))
             closed.append(offer["id"])
     return closed
 
@@ -191,7 +187,7 @@ def _record_rating(state: MarketState, purchase: Record, stars: int, comment: st
     state.users.update(seller["id"], rating_count=count, rating_total=total, seller_rating=round(total / count, 2))
     return state.ratings.insert({"purchase_id": purchase["id"], "seller_id": purchase["seller_id"],
                                  "buyer_id": purchase["buyer_id"], "listing_title": purchase["listing_title"],
-                                 "stars": stars, "comment": comment, "created_at": _iso(when)})
+                                 "stars": stars, "comment": comment, "created_at": iso_datetime(when)})
 
 
 def _record_sale(state: MarketState, listing: Record, buyer_id: str, price: float, offer_id: str | None,
@@ -201,14 +197,15 @@ def _record_sale(state: MarketState, listing: Record, buyer_id: str, price: floa
     fee = money(price * SELLER_FEE_RATE)
     seller = state.users.get(listing["seller_id"])
     state.users.update(seller["id"], sales_count=seller["sales_count"] + 1)
-    state.listings.update(listing["id"], status="sold", buyer_id=buyer_id, sold_at=_iso(when), reserved_offer_id=None)
+    state.listings.update(listing["id"], status="sold", buyer_id=buyer_id, sold_at=iso_datetime(when),
+                          reserved_offer_id=None)
     if offer_id is not None:
         state.offers.update(offer_id, status="completed")
     _close_open_offers(state, listing["id"], when, keep=offer_id)
     return state.purchases.insert({
         "listing_id": listing["id"], "listing_title": listing["title"], "buyer_id": buyer_id,
         "seller_id": seller["id"], "price": price, "offer_id": offer_id, "seller_fee": fee,
-        "seller_payout": money(price - fee), "status": "completed", "purchased_at": _iso(when),
+        "seller_payout": money(price - fee), "status": "completed", "purchased_at": iso_datetime(when),
         "cancelled_reason": None,
     })
 
@@ -290,7 +287,7 @@ def _seed_listings(state: MarketState, rng: random.Random, users: list[Record]) 
                 "minimum_offer": money(price * rng.choice((0.5, 0.6, 0.7, 0.8))),
                 "accepts_offers": len(listings) != 5 and rng.random() < 0.85,  # #5 is always firm
                 "status": "active",
-                "listed_at": _iso(listed),
+                "listed_at": iso_datetime(listed),
                 "reserved_offer_id": None,
                 "buyer_id": None,
                 "sold_at": None,
@@ -312,8 +309,8 @@ def _insert_offer(state: MarketState, listing: Record, buyer: Record, amount: fl
         "listing_id": listing["id"], "listing_title": listing["title"], "buyer_id": buyer["id"],
         "seller_id": listing["seller_id"], "amount": amount, "message": None, "status": status,
         "counter_amount": counter, "counter_message": None, "agreed_amount": amount if status == "accepted" else None,
-        "created_at": _iso(made), "expires_at": _iso(made + OFFER_LIFETIME),
-        "responded_at": None if status == "pending" else _iso(made + dt.timedelta(hours=hours_ago / 2)),
+        "created_at": iso_datetime(made), "expires_at": iso_datetime(made + OFFER_LIFETIME),
+        "responded_at": None if status == "pending" else iso_datetime(made + dt.timedelta(hours=hours_ago / 2)),
     })
 
 
@@ -551,7 +548,7 @@ def create_listing(
     return state.listings.insert({
         "seller_id": user_id, "title": title, "description": description, "category": category,
         "condition": condition, "price": price, "minimum_offer": floor, "accepts_offers": accepts_offers,
-        "status": "active", "listed_at": _iso(state.now()), "reserved_offer_id": None, "buyer_id": None,
+        "status": "active", "listed_at": iso_datetime(state.now()), "reserved_offer_id": None, "buyer_id": None,
         "sold_at": None,
     })
 
@@ -647,8 +644,8 @@ def make_offer(
     return _offer_view(state, state.offers.insert({
         "listing_id": listing_id, "listing_title": listing["title"], "buyer_id": user_id,
         "seller_id": listing["seller_id"], "amount": amount, "message": message, "status": "pending",
-        "counter_amount": None, "counter_message": None, "agreed_amount": None, "created_at": _iso(now),
-        "expires_at": _iso(now + OFFER_LIFETIME), "responded_at": None,
+        "counter_amount": None, "counter_message": None, "agreed_amount": None, "created_at": iso_datetime(now),
+        "expires_at": iso_datetime(now + OFFER_LIFETIME), "responded_at": None,
     }))
 
 
@@ -722,7 +719,7 @@ def counter_offer(
     require(offer["amount"] < amount < listing["price"], f"a counter must lie between the offer {offer['amount']:.2f} "
             f"and the list price {listing['price']:.2f}", reason="INVALID_COUNTER_AMOUNT", error=InvalidArgument)
     return _offer_view(state, state.offers.update(offer_id, status="countered", counter_amount=amount,
-                                                  counter_message=message, responded_at=_iso(state.now())))
+                                                  counter_message=message, responded_at=iso_datetime(state.now())))
 
 
 @server.tool(
@@ -763,7 +760,7 @@ def respond_to_offer(
         _owned_listing(state, offer["listing_id"], user_id)
     _require_open(state, offer)
     listing = state.listings.get(offer["listing_id"])
-    now = _iso(state.now())
+    now = iso_datetime(state.now())
     if decision == "decline":
         offer = state.offers.update(offer_id, status="declined", responded_at=now)
         return {"offer": _offer_view(state, offer), "listing": _listing_view(state, listing)}

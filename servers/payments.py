@@ -35,16 +35,16 @@ from prove_core.toolkit import (
     Conflict,
     InvalidArgument,
     PermissionDenied,
+    Record,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     paginate,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 Currency = Literal["usd", "eur", "gbp"]
 IntentStatus = Literal["requires_confirmation", "requires_capture", "succeeded", "canceled"]
@@ -116,10 +116,6 @@ class PaymentsOptions:
 # -- shared rules ---------------------------------------------------------------------------------
 
 
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _fmt(amount: int, currency: str) -> str:
     return f"{amount / 100:,.2f} {currency.upper()}"
 
@@ -168,7 +164,8 @@ def _replay(state: PaymentsState, key: str, operation: str, params: Record) -> R
 
 def _remember(state: PaymentsState, key: str, operation: str, params: Record, object_id: str) -> None:
     state.idempotency_keys.insert(
-        {"id": key, "operation": operation, "params": params, "object_id": object_id, "created_at": _iso(state.now())})
+        {"id": key, "operation": operation, "params": params, "object_id": object_id,
+         "created_at": iso_datetime(state.now())})
 
 
 def _balance_delta(state: PaymentsState, currency: str, *, available: int = 0, pending: int = 0) -> None:
@@ -194,7 +191,7 @@ def _book_refund(state: PaymentsState, intent: Record, amount: int, reason: str,
                                  refunded=refunded == intent["amount_received"])
     return state.refunds.insert({
         "payment_intent_id": intent["id"], "customer_id": intent["customer_id"], "amount": amount,
-        "currency": currency, "reason": reason, "status": "succeeded", "created_at": _iso(when),
+        "currency": currency, "reason": reason, "status": "succeeded", "created_at": iso_datetime(when),
     })
 
 
@@ -217,7 +214,7 @@ def _new_intent(state: PaymentsState, method: Record, amount: int, currency: str
         "net": 0,
         "funds_available_on": None,
         "dispute": None,
-        "created_at": _iso(when),
+        "created_at": iso_datetime(when),
         "authorized_at": None,
         "captured_at": None,
         "canceled_at": None,
@@ -236,18 +233,18 @@ def _capture(state: PaymentsState, intent: Record, amount: int, when: dt.datetim
         _balance_delta(state, intent["currency"], pending=amount - fee)
     return state.payment_intents.update(
         intent["id"], status="succeeded", amount_capturable=0, amount_received=amount, fee=fee, net=amount - fee,
-        funds_available_on=available_on.isoformat(), captured_at=_iso(when))
+        funds_available_on=available_on.isoformat(), captured_at=iso_datetime(when))
 
 
 def _cancel(state: PaymentsState, intent: Record, reason: str, when: dt.datetime) -> Record:
-    return state.payment_intents.update(intent["id"], status="canceled", amount_capturable=0, canceled_at=_iso(when),
-                                        cancellation_reason=reason)
+    return state.payment_intents.update(intent["id"], status="canceled", amount_capturable=0,
+                                        canceled_at=iso_datetime(when), cancellation_reason=reason)
 
 
 def _authorize(state: PaymentsState, intent: Record, when: dt.datetime) -> Record:
     """A confirmed intent: authorized for its amount, captured at once when capture is automatic."""
     intent = state.payment_intents.update(intent["id"], status="requires_capture", amount_capturable=intent["amount"],
-                                          authorized_at=_iso(when))
+                                          authorized_at=iso_datetime(when))
     if intent["capture_method"] == "automatic":
         intent = _capture(state, intent, intent["amount"], when)
     return intent
@@ -298,7 +295,7 @@ def _seed_customer(state: PaymentsState, rng: random.Random, profiles: Sequence[
     name = fake.full_name(rng)
     customer = state.customers.insert({
         "name": name, "email": fake.email_for(name, rng, emails),
-        "created_at": _iso(now - dt.timedelta(days=rng.randint(90, 900))),
+        "created_at": iso_datetime(now - dt.timedelta(days=rng.randint(90, 900))),
     })
     methods = [_seed_card(state, rng, customer, kind) for cards, _ in profiles for kind in cards]
     good = next((m for m in methods if _will_approve(state, m)), methods[0])
@@ -335,7 +332,7 @@ def _seed_situation(state: PaymentsState, rng: random.Random, situation: str, me
         intent = _authorize(state, order(20), now - dt.timedelta(days=20))
         state.payment_intents.update(intent["id"], dispute={
             "status": "needs_response", "reason": rng.choice(("fraudulent", "product_not_received")),
-            "amount": intent["amount"], "opened_at": _iso(now - dt.timedelta(days=4))})
+            "amount": intent["amount"], "opened_at": iso_datetime(now - dt.timedelta(days=4))})
     elif situation == "awaiting_confirmation":  # back to finish a checkout abandoned last week
         _cancel(state, order(6, currency="eur"), "abandoned", now - dt.timedelta(days=5))
         order(0.02, currency="eur")
@@ -380,7 +377,7 @@ def _seed_payouts(state: PaymentsState, rng: random.Random) -> None:
             _balance_delta(state, currency, available=-amount)
             state.payouts.insert({
                 "amount": amount, "currency": currency, "bank_account_id": account["id"], "status": "paid",
-                "method": "standard", "description": "Weekly payout", "created_at": _iso(created),
+                "method": "standard", "description": "Weekly payout", "created_at": iso_datetime(created),
                 "arrival_date": _add_business_days(created.date(), PAYOUT_BUSINESS_DAYS).isoformat(),
             })
 
@@ -820,7 +817,7 @@ def create_payout(
     _balance_delta(state, currency, available=-amount)
     payout = state.payouts.insert({
         "amount": amount, "currency": currency, "bank_account_id": account["id"], "status": "pending",
-        "method": "standard", "description": description, "created_at": _iso(state.now()),
+        "method": "standard", "description": description, "created_at": iso_datetime(state.now()),
         "arrival_date": _add_business_days(state.today(), PAYOUT_BUSINESS_DAYS).isoformat(),
     })
     _remember(state, idempotency_key, "create_payout", params, payout["id"])

@@ -24,23 +24,24 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    MINUTE_FORMAT,
     Conflict,
     InvalidArgument,
+    Record,
     Server,
     State,
     Table,
     fake,
+    local_minute,
+    minute_text,
     paginate,
     ref,
     require,
 )
 
-Record = dict[str, Any]
-
 CHAIN = "Ridgeline Home & Hardware"
 PICKUP_HOLD = dt.timedelta(hours=48)  # after the slot
 PICKUP_BOOKING_WINDOW = dt.timedelta(days=7)
-TIME_FORMAT = "%Y-%m-%dT%H:%M"
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 Category = Literal["tools", "paint", "garden", "kitchen", "lighting", "plumbing", "electrical", "storage"]
@@ -104,17 +105,10 @@ class ChainOptions:
 # -- clock and hours ------------------------------------------------------------------------------
 
 
-def _local_now(state: ChainState) -> dt.datetime:
-    return state.now().replace(tzinfo=None, second=0, microsecond=0)
-
-
-def _fmt(when: dt.datetime) -> str:
-    return when.strftime(TIME_FORMAT)
-
 
 def _parse_time(value: str, field: str) -> dt.datetime:
     try:
-        return dt.datetime.strptime(value, TIME_FORMAT)
+        return dt.datetime.strptime(value, MINUTE_FORMAT)
     except ValueError:
         raise InvalidArgument(f"{field} must be a local time like 2026-03-02T15:30, got {value!r}",
                               reason="BAD_DATETIME", field=field) from None
@@ -136,11 +130,11 @@ def _is_open(store: Record, when: dt.datetime) -> bool:
 def _next_change(store: Record, when: dt.datetime) -> tuple[str, str | None]:
     """("closes_at", time) while open, else ("opens_at", next opening within a week)."""
     if _is_open(store, when):
-        return "closes_at", _fmt(_hours_on(store, when.date())[1])
+        return "closes_at", minute_text(_hours_on(store, when.date())[1])
     for ahead in range(8):
         hours = _hours_on(store, when.date() + dt.timedelta(days=ahead))
         if hours is not None and hours[0] > when:
-            return "opens_at", _fmt(hours[0])
+            return "opens_at", minute_text(hours[0])
     return "opens_at", None
 
 
@@ -154,7 +148,7 @@ def _day_hours_label(store: Record, day: dt.date) -> str:
 
 def _pickup_status(state: ChainState, pickup: Record) -> str:
     """What a caller sees: a reserved pickup past its hold reads as expired (a matter of the clock)."""
-    if pickup["status"] == "reserved" and pickup["hold_until"] < _fmt(_local_now(state)):
+    if pickup["status"] == "reserved" and pickup["hold_until"] < minute_text(local_minute(state)):
         return "expired"
     return pickup["status"]
 
@@ -193,7 +187,7 @@ def _move_stock(state: ChainState, record: Record, delta: int) -> None:
 
 
 def _store_card(state: ChainState, store: Record) -> Record:
-    now = _local_now(state)
+    now = local_minute(state)
     change, when = _next_change(store, now)
     return {"id": store["id"], "name": store["name"], "city": store["city"], "address": store["address"],
             "phone": store["phone"], "open_now": _is_open(store, now),
@@ -276,7 +270,7 @@ def _seed_stock(state: ChainState, rng: random.Random, stores: list[Record], pro
 
 def _seed_transfers(state: ChainState, rng: random.Random, stores: list[Record]) -> None:
     """One transfer in each state, between stores that both carry the SKU."""
-    now = _local_now(state)
+    now = local_minute(state)
     for step, (status, days_ago) in enumerate((("requested", 0), ("in_transit", 1), ("received", 4))):
         source, target = stores[step % len(stores)], stores[(step + 2) % len(stores)]
         shared = [r for r in state.stock.where(lambda r: r["on_hand"] >= 6, store_id=source["id"])
@@ -288,8 +282,8 @@ def _seed_transfers(state: ChainState, rng: random.Random, stores: list[Record])
         received = shipped + dt.timedelta(days=1) if status == "received" else None
         state.transfers.insert({
             "from_store_id": source["id"], "to_store_id": target["id"], "sku": record["sku"], "quantity": quantity,
-            "status": status, "note": "Rebalancing weekend demand", "requested_at": _fmt(requested),
-            "shipped_at": shipped and _fmt(shipped), "received_at": received and _fmt(received),
+            "status": status, "note": "Rebalancing weekend demand", "requested_at": minute_text(requested),
+            "shipped_at": shipped and minute_text(shipped), "received_at": received and minute_text(received),
             "received_quantity": quantity if received else None, "short_quantity": 0 if received else None,
         })
 
@@ -297,7 +291,7 @@ def _seed_transfers(state: ChainState, rng: random.Random, stores: list[Record])
 def _seed_pickups(state: ChainState, rng: random.Random, stores: list[Record]) -> None:
     """Per store: a pickup ready for collection (slot yesterday), one booked for tomorrow, an
     expired one never collected, and older collected and cancelled ones."""
-    now = _local_now(state)
+    now = local_minute(state)
     # (status, first day to try relative to today, direction to look for a day the store is open)
     plans = (("reserved", -1, -1), ("reserved", 1, 1), ("reserved", -4, -1), ("collected", -6, -1),
              ("cancelled", -3, -1))
@@ -312,12 +306,12 @@ def _seed_pickups(state: ChainState, rng: random.Random, stores: list[Record]) -
             state.pickups.insert({
                 "store_id": store["id"], "sku": record["sku"],
                 "product_name": state.products.get(record["sku"])["name"], "quantity": rng.randint(1, 2),
-                "customer_name": fake.full_name(rng), "customer_phone": fake.phone(rng), "pickup_at": _fmt(slot),
-                "hold_until": _fmt(slot + PICKUP_HOLD), "status": status,
+                "customer_name": fake.full_name(rng), "customer_phone": fake.phone(rng), "pickup_at": minute_text(slot),
+                "hold_until": minute_text(slot + PICKUP_HOLD), "status": status,
                 "confirmation_code": f"RL-{rng.randint(100_000, 999_999)}",
-                "created_at": _fmt(min(slot, now) - dt.timedelta(hours=rng.randint(3, 30))),
-                "collected_at": _fmt(slot) if status == "collected" else None,
-                "cancelled_at": _fmt(slot - dt.timedelta(hours=1)) if status == "cancelled" else None,
+                "created_at": minute_text(min(slot, now) - dt.timedelta(hours=rng.randint(3, 30))),
+                "collected_at": minute_text(slot) if status == "collected" else None,
+                "cancelled_at": minute_text(slot - dt.timedelta(hours=1)) if status == "cancelled" else None,
             })
 
 
@@ -325,7 +319,7 @@ def _seed_pickups(state: ChainState, rng: random.Random, stores: list[Record]) -
 
 
 def _open_store(s: ChainState) -> Record:
-    return s.stores.first(lambda st: _is_open(st, _local_now(s))) or s.stores.all()[0]
+    return s.stores.first(lambda st: _is_open(st, local_minute(s))) or s.stores.all()[0]
 
 
 def _transfer_example(s: ChainState) -> Record:
@@ -349,23 +343,23 @@ def _transfer_in(s: ChainState, status: str) -> Record:
 def _pickup_example(s: ChainState) -> Record:
     store = _open_store(s)
     record = max(s.stock.where(store_id=store["id"]), key=lambda r: _availability(s, r)["available"])
-    today = _local_now(s).date()
+    today = local_minute(s).date()
     day = next(d for d in (today + dt.timedelta(days=n) for n in range(1, 8)) if _hours_on(store, d))
     slot = _hours_on(store, day)[0] + dt.timedelta(hours=2)
-    return {"store_id": store["id"], "sku": record["sku"], "quantity": 1, "pickup_at": _fmt(slot),
+    return {"store_id": store["id"], "sku": record["sku"], "quantity": 1, "pickup_at": minute_text(slot),
             "customer_name": "Dana Whitfield", "customer_phone": "+1-206-555-0142"}
 
 
 def _ready_pickup(s: ChainState) -> Record:
     """A reserved pickup whose slot has passed, at a store that is open now."""
-    now = _local_now(s)
-    pickup = s.pickups.first(lambda p: _pickup_status(s, p) == "reserved" and p["pickup_at"] <= _fmt(now)
+    now = local_minute(s)
+    pickup = s.pickups.first(lambda p: _pickup_status(s, p) == "reserved" and p["pickup_at"] <= minute_text(now)
                              and _is_open(s.stores.get(p["store_id"]), now)) or s.pickups.all()[0]
     return {"pickup_id": pickup["id"]}
 
 
 def _cancellable_pickup(s: ChainState) -> Record:
-    pickup = s.pickups.first(lambda p: p["status"] == "reserved" and p["pickup_at"] > _fmt(_local_now(s)))
+    pickup = s.pickups.first(lambda p: p["status"] == "reserved" and p["pickup_at"] > minute_text(local_minute(s)))
     return {"pickup_id": (pickup or s.pickups.all()[0])["id"]}
 
 
@@ -414,7 +408,7 @@ def list_stores(
     stores = state.stores.where(city=city.strip().title()) if city else state.stores.all()
     cards = [_store_card(state, st) for st in stores]
     cards = [c for c in cards if open_now is None or c["open_now"] == open_now]
-    return {"stores": cards, "total": len(cards), "local_time": _fmt(_local_now(state))}
+    return {"stores": cards, "total": len(cards), "local_time": minute_text(local_minute(state))}
 
 
 @server.tool(
@@ -441,7 +435,7 @@ def get_store(state: ChainState, store_id: StoreId) -> dict:
     reads=["store"],
     errors=["STORE_NOT_FOUND", "BAD_DATETIME"],
     examples=[lambda s: {"store_id": s.stores.all()[1]["id"]},
-              lambda s: {"store_id": s.stores.first()["id"], "at": _fmt(_local_now(s) + dt.timedelta(days=6))}],
+              lambda s: {"store_id": s.stores.first()["id"], "at": minute_text(local_minute(s) + dt.timedelta(days=6))}],
     asks=("is {store_id} open right now", "will {store_id} be open at {at}", "check whether {store_id} is open on {at}",
           "when does {store_id} close today"),
 )
@@ -454,9 +448,9 @@ def check_store_open(
     """Whether a store is open now, or at a given local time: that day's hours and when it next
     closes (if open) or opens (if closed). Fails with STORE_NOT_FOUND or BAD_DATETIME."""
     store = state.stores.get(store_id)
-    when = _local_now(state) if at is None else _parse_time(at, "at")
+    when = local_minute(state) if at is None else _parse_time(at, "at")
     change, next_time = _next_change(store, when)
-    return {"store_id": store_id, "name": store["name"], "at": _fmt(when), "open": _is_open(store, when),
+    return {"store_id": store_id, "name": store["name"], "at": minute_text(when), "open": _is_open(store, when),
             "hours_that_day": _day_hours_label(store, when.date()), change: next_time}
 
 
@@ -518,7 +512,7 @@ def check_stock(
         if city and store["city"].lower() != city.strip().lower():
             continue
         row = {"store_id": store["id"], "store_name": store["name"], "city": store["city"], "aisle": record["aisle"],
-               **_availability(state, record), "open_now": _is_open(store, _local_now(state))}
+               **_availability(state, record), "open_now": _is_open(store, local_minute(state))}
         if row["available"] > 0 or not in_stock_only:
             rows.append(row)
     return {"sku": sku, "name": product["name"], "price": product["price"], "stores": rows,
@@ -557,7 +551,7 @@ def request_transfer(
     _require_available(state, source, record, quantity)
     return state.transfers.insert({
         "from_store_id": from_store_id, "to_store_id": to_store_id, "sku": sku, "quantity": quantity,
-        "status": "requested", "note": note, "requested_at": _fmt(_local_now(state)), "shipped_at": None,
+        "status": "requested", "note": note, "requested_at": minute_text(local_minute(state)), "shipped_at": None,
         "received_at": None, "received_quantity": None, "short_quantity": None,
     })
 
@@ -584,7 +578,7 @@ def ship_transfer(state: ChainState, transfer_id: TransferId) -> dict:
     record = state.stock.first(store_id=source["id"], sku=transfer["sku"])  # checked on request
     _require_available(state, source, record, transfer["quantity"])
     _move_stock(state, record, -transfer["quantity"])
-    shipped = state.transfers.update(transfer_id, status="in_transit", shipped_at=_fmt(_local_now(state)))
+    shipped = state.transfers.update(transfer_id, status="in_transit", shipped_at=minute_text(local_minute(state)))
     return {"transfer": shipped, "source_stock": _availability(state, state.stock.get(record["id"]))}
 
 
@@ -619,7 +613,7 @@ def receive_transfer(
             reason="RECEIVED_QUANTITY_TOO_HIGH", error=InvalidArgument, shipped=transfer["quantity"])
     record = state.stock.first(store_id=transfer["to_store_id"], sku=transfer["sku"])  # checked on request
     _move_stock(state, record, arrived)
-    received = state.transfers.update(transfer_id, status="received", received_at=_fmt(_local_now(state)),
+    received = state.transfers.update(transfer_id, status="received", received_at=minute_text(local_minute(state)),
                                       received_quantity=arrived, short_quantity=transfer["quantity"] - arrived)
     return {"transfer": received, "destination_stock": _availability(state, state.stock.get(record["id"]))}
 
@@ -655,11 +649,11 @@ def reserve_pickup(
     the slot (hold_until); uncollected, the pickup then expires. Returns the pickup with its
     confirmation code. Fails with PICKUP_SLOT_IN_PAST, PICKUP_TOO_FAR_AHEAD (more than 7 days out),
     STORE_CLOSED (the slot is outside that day's opening hours; the details give them),
-    SKU_NOT_CARRIED or INSUFFICIENT_STOCK."""
+    SKU_NOT_CARRIED, INSUFFICIENT_STOCK or BAD_DATETIME (not a real date-time)."""
     store = state.stores.get(store_id)
     product = state.products.get(sku)
-    slot, now = _parse_time(pickup_at, "pickup_at"), _local_now(state)
-    require(slot >= now, f"the slot {pickup_at} has passed; it is {_fmt(now)}", reason="PICKUP_SLOT_IN_PAST",
+    slot, now = _parse_time(pickup_at, "pickup_at"), local_minute(state)
+    require(slot >= now, f"the slot {pickup_at} has passed; it is {minute_text(now)}", reason="PICKUP_SLOT_IN_PAST",
             error=InvalidArgument)
     require(slot <= now + PICKUP_BOOKING_WINDOW, "pickups can be booked up to 7 days ahead",
             reason="PICKUP_TOO_FAR_AHEAD", error=InvalidArgument)
@@ -671,9 +665,9 @@ def reserve_pickup(
     return _pickup_view(state, state.pickups.insert({
         "store_id": store_id, "sku": sku, "product_name": product["name"], "quantity": quantity,
         "customer_name": customer_name, "customer_phone": customer_phone, "pickup_at": pickup_at,
-        "hold_until": _fmt(slot + PICKUP_HOLD), "status": "reserved",
+        "hold_until": minute_text(slot + PICKUP_HOLD), "status": "reserved",
         "confirmation_code": f"RL-{state.next_counter('pickup_code') + 500_000}",
-        "created_at": _fmt(now), "collected_at": None, "cancelled_at": None,
+        "created_at": minute_text(now), "collected_at": None, "cancelled_at": None,
     }))
 
 
@@ -695,7 +689,7 @@ def cancel_pickup(state: ChainState, pickup_id: PickupId) -> dict:
             reason="PICKUP_ALREADY_CANCELLED", error=Conflict)
     require(pickup["status"] != "collected", f"pickup {pickup_id} was collected at {pickup['collected_at']}",
             reason="PICKUP_ALREADY_COLLECTED")
-    cancelled = state.pickups.update(pickup_id, status="cancelled", cancelled_at=_fmt(_local_now(state)))
+    cancelled = state.pickups.update(pickup_id, status="cancelled", cancelled_at=minute_text(local_minute(state)))
     return {"pickup": cancelled, "released_quantity": pickup["quantity"]}
 
 
@@ -719,13 +713,13 @@ def mark_picked_up(state: ChainState, pickup_id: PickupId) -> dict:
             reason="PICKUP_ALREADY_COLLECTED", error=Conflict)
     require(status != "expired", f"pickup {pickup_id} expired at {pickup['hold_until']}; its units were released",
             reason="PICKUP_EXPIRED", hold_until=pickup["hold_until"])
-    store, now = state.stores.get(pickup["store_id"]), _local_now(state)
+    store, now = state.stores.get(pickup["store_id"]), local_minute(state)
     _, opens_at = _next_change(store, now)
     require(_is_open(store, now), f"{store['name']} is closed now; it opens at {opens_at}", reason="STORE_CLOSED",
             opens_at=opens_at)
     record = state.stock.first(store_id=pickup["store_id"], sku=pickup["sku"])
     _move_stock(state, record, -pickup["quantity"])
-    return _pickup_view(state, state.pickups.update(pickup_id, status="collected", collected_at=_fmt(now)))
+    return _pickup_view(state, state.pickups.update(pickup_id, status="collected", collected_at=minute_text(now)))
 
 
 @hookimpl

@@ -36,6 +36,7 @@ from prove_core.toolkit import (
     paginate,
     ref,
     require,
+    require_found,
 )
 
 # -- vocabulary ---------------------------------------------------------------------------------
@@ -808,6 +809,7 @@ def get_shipping_options(
 
 
 @server.tool(
+    destructive=True,  # the cart's lines are deleted once they are ordered
     reads=["cart_item", "address", "payment_method", "promo"],
     produces=["order"],
     mutates=["cart", "product"],
@@ -958,7 +960,7 @@ def list_orders(
 
 
 @server.tool(
-    read_only=True, reads=["order"], errors=["ORDER_NOT_FOUND"],
+    read_only=True, reads=["order", "order_item"], errors=["ORDER_NOT_FOUND"],
     examples=[lambda s: {"order_id": s.orders.first()["id"]}],
     asks=("show me {order_id}", "what's in {order_id}", "give me the details of {order_id}",
           "can I still cancel or return {order_id}"),
@@ -1053,10 +1055,9 @@ def start_return(
     RETURN_WINDOW_CLOSED (more than 30 days after delivery), FINAL_SALE, RETURN_QUANTITY_EXCEEDED
     (more units than bought and not yet returned) or ORDER_ITEM_NOT_FOUND."""
     order = state.orders.get(order_id)
-    item = next((i for i in order["items"] if i["id"] == order_item_id), None)
-    if item is None:
-        raise NotFound(f"order {order_id} has no item {order_item_id!r}; see get_order", reason="ORDER_ITEM_NOT_FOUND",
-                       id=order_item_id)
+    item = require_found(next((i for i in order["items"] if i["id"] == order_item_id), None),
+                         f"order {order_id} has no item {order_item_id!r}; see get_order",
+                         reason="ORDER_ITEM_NOT_FOUND", id=order_item_id)
     require(order["status"] == "delivered",
             f"order {order_id} is {order['status']}; only delivered items can be returned",
             reason="NOT_DELIVERED", status=order["status"])
@@ -1215,10 +1216,9 @@ def add_to_wishlist(state: ShopState, product_id: ProductId) -> dict:
 )
 def remove_from_wishlist(state: ShopState, product_id: ProductId) -> dict:
     """Take a product off the wishlist. Returns the wishlist. Fails with NOT_IN_WISHLIST."""
-    saved = state.wishlist.first(product_id=product_id)
-    if saved is None:
-        raise NotFound("that product is not on the wishlist; see get_wishlist", reason="NOT_IN_WISHLIST",
-                       product_id=product_id)
+    saved = require_found(state.wishlist.first(product_id=product_id),
+                          "that product is not on the wishlist; see get_wishlist", reason="NOT_IN_WISHLIST",
+                          product_id=product_id)
     state.wishlist.delete(saved["id"])
     return get_wishlist(state)
 

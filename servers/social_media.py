@@ -26,16 +26,17 @@ from prove_core.toolkit import (
     Conflict,
     InvalidArgument,
     PermissionDenied,
+    Record,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     paginate,
     ref,
     require,
 )
 
-Record = dict[str, Any]
 Visibility = Literal["public", "followers", "private"]
 CommentPolicy = Literal["everyone", "followers", "nobody"]
 
@@ -111,10 +112,6 @@ class SocialOptions:
 
 
 # -- shared rules ---------------------------------------------------------------------------------
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _me(state: SocialState) -> str:
@@ -259,10 +256,10 @@ def _seed_graph(state: SocialState, rng: random.Random, me: str, cast: dict[str,
     def follow(follower: str, followee: str, status: str = "active") -> None:
         when = state.now() - dt.timedelta(days=rng.randint(HISTORY_DAYS, 700))
         state.follows.insert({"follower_id": follower, "followee_id": followee, "status": status,
-                              "created_at": _iso(when)})
+                              "created_at": iso_datetime(when)})
 
-    state.blocks.insert({"blocker_id": cast["blocker"], "blocked_id": me, "created_at": _iso(state.now())})
-    state.blocks.insert({"blocker_id": me, "blocked_id": cast["blocked"], "created_at": _iso(state.now())})
+    state.blocks.insert({"blocker_id": cast["blocker"], "blocked_id": me, "created_at": iso_datetime(state.now())})
+    state.blocks.insert({"blocker_id": me, "blocked_id": cast["blocked"], "created_at": iso_datetime(state.now())})
     for role in ("friend", "close_friend", "no_comments"):
         follow(me, cast[role])
         follow(cast[role], me)
@@ -300,20 +297,20 @@ def _seed_posts(state: SocialState, rng: random.Random, handle: str, everyone: l
     for visibility in audiences:
         created = state.now() - dt.timedelta(minutes=rng.randint(30, HISTORY_DAYS * 24 * 60))
         post = state.posts.insert({"author_id": handle, "text": _post_text(rng), "visibility": visibility,
-                                   "created_at": _iso(created)})
+                                   "created_at": iso_datetime(created)})
         if visibility == "private":
             continue
         readers = everyone if visibility == "public" and not author["is_private"] else followers
         # Sample first, then drop the author and anyone in a block with them: never a scan per post.
         for liker in rng.sample(readers, k=min(len(readers), rng.randint(0, 5))):
             if liker != handle and not _feud(state, liker, handle):
-                state.likes.insert({"post_id": post["id"], "user_id": liker, "created_at": _iso(created)})
+                state.likes.insert({"post_id": post["id"], "user_id": liker, "created_at": iso_datetime(created)})
         policy = author["who_can_comment"]
         commenters = [] if policy == "nobody" else readers if policy == "everyone" else followers
         for n, commenter in enumerate(rng.sample(commenters, k=min(len(commenters), rng.randint(0, 3)))):
             if commenter != handle and not _feud(state, commenter, handle):
                 state.comments.insert({"post_id": post["id"], "author_id": commenter, "text": rng.choice(COMMENTS),
-                                       "created_at": _iso(created + dt.timedelta(minutes=5 + 7 * n))})
+                                       "created_at": iso_datetime(created + dt.timedelta(minutes=5 + 7 * n))})
 
 
 def _feud(state: SocialState, a: str, b: str) -> bool:
@@ -569,13 +566,13 @@ def create_post(
     require(len(text) <= MAX_POST_CHARS, f"the post has {len(text)} characters; the limit is {MAX_POST_CHARS}",
             reason="POST_TOO_LONG", error=InvalidArgument, length=len(text), limit=MAX_POST_CHARS)
     me = state.users.get(_me(state))
-    since = _iso(state.now() - DUPLICATE_WINDOW)
+    since = iso_datetime(state.now() - DUPLICATE_WINDOW)
     twin = state.posts.first(lambda p: p["text"] == text and p["created_at"] >= since, author_id=me["id"])
     if twin is not None:
         raise Conflict(f"you already posted this text ({twin['id']})", reason="DUPLICATE_POST", post_id=twin["id"])
     post = state.posts.insert({"author_id": me["id"], "text": text,
                                "visibility": visibility or me["default_post_visibility"],
-                               "created_at": _iso(state.now())})
+                               "created_at": iso_datetime(state.now())})
     return _post_view(state, post, me)
 
 
@@ -702,7 +699,7 @@ def add_comment(
     require(allowed, f"@{author['id']} allows comments from {'nobody' if policy == 'nobody' else 'followers only'}",
             reason="COMMENTS_RESTRICTED", error=PermissionDenied, who_can_comment=policy)
     comment = state.comments.insert({"post_id": post_id, "author_id": me, "text": text,
-                                     "created_at": _iso(state.now())})
+                                     "created_at": iso_datetime(state.now())})
     return {"comment": comment, "comment_count": len(state.comments.where(post_id=post_id))}
 
 
@@ -721,7 +718,7 @@ def like_post(state: SocialState, post_id: PostId) -> dict:
     me = _me(state)
     require(state.likes.first(post_id=post_id, user_id=me) is None, f"you already like post {post_id}",
             reason="ALREADY_LIKED", error=Conflict)
-    state.likes.insert({"post_id": post_id, "user_id": me, "created_at": _iso(state.now())})
+    state.likes.insert({"post_id": post_id, "user_id": me, "created_at": iso_datetime(state.now())})
     return {"post_id": post_id, "liked": True, "like_count": len(state.likes.where(post_id=post_id))}
 
 
@@ -771,7 +768,8 @@ def follow_user(state: SocialState, user_id: UserId) -> dict:
         raise Conflict(f"your request to follow @{handle} is waiting for their approval",
                        reason="FOLLOW_REQUEST_PENDING")
     status = "pending" if target["is_private"] else "active"
-    state.follows.insert({"follower_id": me, "followee_id": handle, "status": status, "created_at": _iso(state.now())})
+    state.follows.insert({"follower_id": me, "followee_id": handle, "status": status,
+                          "created_at": iso_datetime(state.now())})
     return {"user_id": handle, "status": {"active": "following", "pending": "requested"}[status]}
 
 
@@ -818,7 +816,7 @@ def block_user(state: SocialState, user_id: UserId) -> dict:
     require(not _has_blocked(state, me, handle), f"you already blocked @{handle}", reason="ALREADY_BLOCKED",
             error=Conflict)
     removed = _remove_follows_between(state, me, handle)
-    state.blocks.insert({"blocker_id": me, "blocked_id": handle, "created_at": _iso(state.now())})
+    state.blocks.insert({"blocker_id": me, "blocked_id": handle, "created_at": iso_datetime(state.now())})
     return {"user_id": handle, "blocked": True, "follows_removed": removed}
 
 

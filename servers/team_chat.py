@@ -28,16 +28,16 @@ from prove_core.toolkit import (
     Conflict,
     InvalidArgument,
     PermissionDenied,
+    Record,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     paginate,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 GENERAL = "general"
 BROADCASTS = frozenset({"channel", "here"})  # @channel and @here mention every member of the channel
@@ -112,10 +112,6 @@ class ChatOptions:
 
 
 # -- shared rules ---------------------------------------------------------------------------------
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _me(state: ChatState) -> str:
@@ -206,14 +202,14 @@ def _store_message(state: ChatState, channel: Record, author: str, text: str, wh
     message = state.messages.insert({
         "channel_id": channel["id"], "workspace_id": channel["workspace_id"], "author_id": author, "text": text,
         "thread_id": None if root is None else root["id"], "reply_count": 0, "last_reply_at": None,
-        "reactions": [], "created_at": _iso(when),
+        "reactions": [], "created_at": iso_datetime(when),
     })
     if root is not None:
-        state.messages.update(root["id"], reply_count=root["reply_count"] + 1, last_reply_at=_iso(when))
+        state.messages.update(root["id"], reply_count=root["reply_count"] + 1, last_reply_at=iso_datetime(when))
     for handle in mentioned:
         state.mentions.insert({
             "user_id": handle, "message_id": message["id"], "channel_id": channel["id"],
-            "workspace_id": channel["workspace_id"], "author_id": author, "created_at": _iso(when),
+            "workspace_id": channel["workspace_id"], "author_id": author, "created_at": iso_datetime(when),
         })
     return message
 
@@ -277,8 +273,8 @@ def _seed_workspace(state: ChatState, rng: random.Random, me: str, name: str, do
         channel = state.channels.insert({
             "workspace_id": workspace["id"], "name": channel_name, "topic": topic, "is_private": private,
             "is_archived": archived, "is_general": everyone, "created_by": creator,
-            "created_at": _iso(start - dt.timedelta(days=rng.randint(30, 600))),
-            "archived_at": _iso(start - dt.timedelta(days=rng.randint(1, 20))) if archived else None,
+            "created_at": iso_datetime(start - dt.timedelta(days=rng.randint(30, 600))),
+            "archived_at": iso_datetime(start - dt.timedelta(days=rng.randint(1, 20))) if archived else None,
         })
         for handle in members:
             state.memberships.insert({"channel_id": channel["id"], "user_id": handle,
@@ -517,11 +513,12 @@ def create_channel(
     _require_workspace_members(state, workspace_id, invited)
     channel = state.channels.insert({
         "workspace_id": workspace_id, "name": name, "topic": topic or "", "is_private": is_private,
-        "is_archived": False, "is_general": False, "created_by": me, "created_at": _iso(state.now()),
+        "is_archived": False, "is_general": False, "created_by": me, "created_at": iso_datetime(state.now()),
         "archived_at": None,
     })
     for handle in [me, *invited]:
-        state.memberships.insert({"channel_id": channel["id"], "user_id": handle, "joined_at": _iso(state.now())})
+        state.memberships.insert({"channel_id": channel["id"], "user_id": handle,
+                                  "joined_at": iso_datetime(state.now())})
     return _channel_view(state, channel)
 
 
@@ -543,7 +540,7 @@ def join_channel(state: ChatState, channel_id: ChannelId) -> dict:
             error=Conflict)
     require(not channel["is_private"], f"{_label(channel)} is private; ask a member to invite you",
             reason="PRIVATE_CHANNEL", error=PermissionDenied)
-    state.memberships.insert({"channel_id": channel_id, "user_id": me, "joined_at": _iso(state.now())})
+    state.memberships.insert({"channel_id": channel_id, "user_id": me, "joined_at": iso_datetime(state.now())})
     return _channel_view(state, channel)
 
 
@@ -592,7 +589,7 @@ def archive_channel(state: ChatState, channel_id: ChannelId) -> dict:
     require(channel["created_by"] == me or seat["role"] == "admin",
             f"only @{channel['created_by']} (who created {_label(channel)}) or a workspace admin can archive it",
             reason="ARCHIVE_NOT_ALLOWED", error=PermissionDenied, created_by=channel["created_by"])
-    channel = state.channels.update(channel_id, is_archived=True, archived_at=_iso(state.now()))
+    channel = state.channels.update(channel_id, is_archived=True, archived_at=iso_datetime(state.now()))
     return _channel_view(state, channel)
 
 
@@ -619,7 +616,7 @@ def invite_to_channel(state: ChatState, channel_id: ChannelId, user_ids: UserIds
     require(not already, f"already in {_label(channel)}: {', '.join('@' + h for h in already)}",
             reason="ALREADY_MEMBER", error=Conflict, already=already)
     for handle in handles:
-        state.memberships.insert({"channel_id": channel_id, "user_id": handle, "joined_at": _iso(state.now())})
+        state.memberships.insert({"channel_id": channel_id, "user_id": handle, "joined_at": iso_datetime(state.now())})
     return {"channel": _channel_view(state, channel), "added": handles}
 
 

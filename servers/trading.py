@@ -31,18 +31,19 @@ from prove_core.toolkit import (
     Conflict,
     InvalidArgument,
     NotFound,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
+    lookup,
     money,
     paginate,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 Side = Literal["buy", "sell"]
 TimeInForce = Literal["day", "gtc"]
@@ -190,10 +191,6 @@ class TradingOptions:
 # -- shared rules ---------------------------------------------------------------------------------
 
 
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _tick(price: float) -> float:
     return 0.01 if price >= 1 else 0.0001
 
@@ -204,11 +201,9 @@ def _to_tick(price: float) -> float:
 
 
 def _security(state: TradingState, symbol: str) -> Record:
-    security = state.securities.find(symbol.upper())
-    if security is None:
-        raise NotFound(f"no listing {symbol!r}; find symbols with search_symbols (London listings end in .L)",
-                       reason="UNKNOWN_SYMBOL", symbol=symbol)
-    return security
+    return lookup(state.securities, symbol.upper(),
+                  message=f"no listing {symbol!r}; find symbols with search_symbols (London listings end in .L)",
+                  reason="UNKNOWN_SYMBOL", symbol=symbol)
 
 
 def _exchange(security: Record) -> Exchange:
@@ -219,8 +214,8 @@ def _market(state: TradingState, security: Record) -> Record:
     exchange, now = _exchange(security), state.now()
     opens, closes = exchange.next_session(now)
     return {"exchange": exchange.code, "timezone": exchange.timezone, "is_open": exchange.is_open(now),
-            "local_time": exchange.local(now).strftime("%Y-%m-%dT%H:%M"), "session_opens_at": _iso(opens),
-            "session_closes_at": _iso(closes)}
+            "local_time": exchange.local(now).strftime("%Y-%m-%dT%H:%M"), "session_opens_at": iso_datetime(opens),
+            "session_closes_at": iso_datetime(closes)}
 
 
 def _reserved_cash(state: TradingState, currency: str) -> float:
@@ -259,12 +254,12 @@ def _new_order(state: TradingState, security: Record, side: str, order_type: str
     expires_at = None
     if status in WORKING:
         _, closes = _exchange(security).next_session(when)
-        expires_at = _iso(closes if time_in_force == "day" else when + dt.timedelta(days=GTC_DAYS))
+        expires_at = iso_datetime(closes if time_in_force == "day" else when + dt.timedelta(days=GTC_DAYS))
     return state.orders.insert({
         "symbol": security["id"], "exchange": security["exchange"], "currency": security["currency"], "side": side,
         "type": order_type, "quantity": quantity, "limit_price": limit_price, "time_in_force": time_in_force,
         "status": status, "filled_quantity": 0, "filled_price": None, "notional": None, "realized_pnl": None,
-        "placed_at": _iso(when), "filled_at": None, "canceled_at": None, "expires_at": expires_at,
+        "placed_at": iso_datetime(when), "filled_at": None, "canceled_at": None, "expires_at": expires_at,
     })
 
 
@@ -282,7 +277,7 @@ def _fill(state: TradingState, order: Record, price: float, when: dt.datetime) -
             state.positions.update(symbol, **fields)
         else:
             state.positions.insert({"id": symbol, "symbol": symbol, "currency": currency, **fields,
-                                    "opened_at": _iso(when)})
+                                    "opened_at": iso_datetime(when)})
         state.cash.update(currency, cash=money(state.cash.get(currency)["cash"] - notional))
     else:
         assert position is not None  # checked by _require_can_trade
@@ -294,7 +289,7 @@ def _fill(state: TradingState, order: Record, price: float, when: dt.datetime) -
             state.positions.delete(symbol)
         state.cash.update(currency, cash=money(state.cash.get(currency)["cash"] + notional))
     return state.orders.update(order["id"], status="filled", filled_quantity=quantity, filled_price=price,
-                               notional=notional, realized_pnl=realized, filled_at=_iso(when), expires_at=None)
+                               notional=notional, realized_pnl=realized, filled_at=iso_datetime(when), expires_at=None)
 
 
 # -- views ----------------------------------------------------------------------------------------
@@ -349,9 +344,9 @@ def build_trading(rng: random.Random, options: TradingOptions) -> TradingState:
     _seed_history(state, rng, options.past_orders)
     _seed_resting_orders(state, rng)
     state.watchlists.insert({"name": "My Watchlist", "symbols": rng.sample([s[0] for s in SECURITIES[:15]], 5),
-                             "created_at": _iso(state.now() - dt.timedelta(days=rng.randint(30, 300)))})
+                             "created_at": iso_datetime(state.now() - dt.timedelta(days=rng.randint(30, 300)))})
     state.watchlists.insert({"name": "UK Dividends", "symbols": ["SHEL.L", "HSBA.L", "ULVR.L"],
-                             "created_at": _iso(state.now() - dt.timedelta(days=rng.randint(5, 30)))})
+                             "created_at": iso_datetime(state.now() - dt.timedelta(days=rng.randint(5, 30)))})
     return state
 
 
@@ -380,7 +375,7 @@ def _seed_security(state: TradingState, rng: random.Random, symbol: str, name: s
         "prev_close": prev_close, "day_open": day_open,
         "day_high": _to_tick(max(last, day_open) * (1 + abs(rng.gauss(0, 0.005)))),
         "day_low": _to_tick(min(last, day_open) * (1 - abs(rng.gauss(0, 0.005)))),
-        "volume": rng.randint(200, 9_000) * 1_000, "as_of": _iso(as_of),
+        "volume": rng.randint(200, 9_000) * 1_000, "as_of": iso_datetime(as_of),
     })
 
 
@@ -418,8 +413,8 @@ def _seed_history(state: TradingState, rng: random.Random, count: int) -> None:
             limit = _to_tick(price * (0.95 if side == "buy" else 1.05))
             order = _new_order(state, security, side, "limit", quantity, limit, "day", status, when)
             closes = _exchange(security).next_session(when)[1]
-            state.orders.update(order["id"], canceled_at=_iso(when + dt.timedelta(minutes=rng.randint(5, 90)))
-                                if status == "canceled" else None, expires_at=_iso(closes))
+            state.orders.update(order["id"], canceled_at=iso_datetime(when + dt.timedelta(minutes=rng.randint(5, 90)))
+                                if status == "canceled" else None, expires_at=iso_datetime(closes))
             continue
         order = _new_order(state, security, side, "market" if limit is None else "limit", quantity, limit, "day",
                            "filled", when)
@@ -578,7 +573,8 @@ def create_watchlist(
     require(len(state.watchlists) < MAX_WATCHLISTS, f"at most {MAX_WATCHLISTS} watchlists; add to an existing one",
             reason="WATCHLIST_LIMIT_REACHED", error=ResourceExhausted)
     listed = list(dict.fromkeys(_security(state, s)["id"] for s in symbols))
-    watchlist = state.watchlists.insert({"name": name.strip(), "symbols": listed, "created_at": _iso(state.now())})
+    watchlist = state.watchlists.insert({"name": name.strip(), "symbols": listed,
+                                         "created_at": iso_datetime(state.now())})
     return _watchlist_view(state, watchlist)
 
 
@@ -617,9 +613,9 @@ def remove_from_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol
     NOT_IN_WATCHLIST or WATCHLIST_NOT_FOUND."""
     watchlist = state.watchlists.get(watchlist_id)
     symbol = symbol.upper()
-    if symbol not in watchlist["symbols"]:
-        raise NotFound(f"{symbol} is not on {watchlist['name']}; it has {', '.join(watchlist['symbols']) or 'nothing'}",
-                       reason="NOT_IN_WATCHLIST", symbols=watchlist["symbols"])
+    require(symbol in watchlist["symbols"],
+            f"{symbol} is not on {watchlist['name']}; it has {', '.join(watchlist['symbols']) or 'nothing'}",
+            reason="NOT_IN_WATCHLIST", error=NotFound, symbols=watchlist["symbols"])
     remaining = [s for s in watchlist["symbols"] if s != symbol]
     return _watchlist_view(state, state.watchlists.update(watchlist_id, symbols=remaining))
 
@@ -727,7 +723,7 @@ def cancel_order(state: TradingState, order_id: OrderId) -> dict:
     order = state.orders.get(order_id)
     require(order["status"] in WORKING, f"order {order_id} is {order['status']} and cannot be canceled",
             reason="ORDER_NOT_CANCELLABLE", status=order["status"])
-    return state.orders.update(order_id, status="canceled", canceled_at=_iso(state.now()), expires_at=None)
+    return state.orders.update(order_id, status="canceled", canceled_at=iso_datetime(state.now()), expires_at=None)
 
 
 @server.tool(
@@ -810,7 +806,7 @@ def get_cash_balance(state: TradingState) -> dict:
         balances.append({"currency": currency, "cash": cash["cash"], "reserved_for_orders": reserved,
                          "buying_power": money(cash["cash"] - reserved), "positions_value": value,
                          "equity": money(cash["cash"] + value)})
-    return {"account": state.get_var("account"), "balances": balances, "as_of": _iso(state.now())}
+    return {"account": state.get_var("account"), "balances": balances, "as_of": iso_datetime(state.now())}
 
 
 @hookimpl

@@ -31,23 +31,26 @@ from pydantic import Field
 
 from prove_core import hookimpl
 from prove_core.toolkit import (
+    ISO_DATE,
     Conflict,
     InvalidArgument,
     NotFound,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
+    lookup,
     money,
     paginate,
     parse_date,
     ref,
     require,
+    require_found,
 )
 from prove_core.toolkit.helpers import haversine_km
-
-Record = dict[str, Any]
 
 # -- vocabulary -----------------------------------------------------------------------------------
 
@@ -137,7 +140,6 @@ AMENITIES = ("free_wifi", "breakfast", "pool", "gym", "parking", "spa", "airport
 ROOM_TYPES = (("Standard Queen", "1 queen bed", 2, 1.0), ("Deluxe King", "1 king bed", 2, 1.3),
               ("Family Suite", "2 queen beds and a sofa bed", 5, 1.8))
 
-ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 AirportCode = Annotated[str, Field(pattern=r"^[A-Za-z]{3}$", description="3-letter IATA airport code, e.g. JFK.")]
 BookingId = Annotated[str, ref("booking", "Id of a booking (bkg_...), from list_bookings or a booking tool.")]
 FlightId = Annotated[str, ref("flight", "Id of a flight (flt_...), from search_flights.")]
@@ -204,7 +206,7 @@ def _seed_schedule(state: TravelState, rng: random.Random, count: int) -> None:
                 hour, minute = SLOTS[slot] if daily == 3 else SLOTS[(slot * 2 + index) % 3]
                 for day in range(-DAYS_BACK, DAYS_AHEAD + 1):
                     departure = dt.datetime.combine(today + dt.timedelta(days=day), dt.time(hour, minute),
-                                                    tzinfo=dt.timezone.utc)
+                                                    tzinfo=dt.UTC)
                     _seed_flight(state, rng, number, airline, origin, destination, km, departure, basic, day)
 
 
@@ -222,8 +224,8 @@ def _seed_flight(state: TravelState, rng: random.Random, number: str, airline: s
         "destination": destination,
         "route": f"{origin}-{destination}",
         "date": departure.date().isoformat(),
-        "departure": _iso(departure),
-        "arrival": _iso(departure + dt.timedelta(minutes=minutes)),
+        "departure": iso_datetime(departure),
+        "arrival": iso_datetime(departure + dt.timedelta(minutes=minutes)),
         "duration_min": minutes,
         "distance_km": round(km),
         "aircraft": "A320neo" if km < 2500 else "B787-9",
@@ -344,10 +346,6 @@ def _seed_bookings(state: TravelState, rng: random.Random) -> None:
 # -- shared rules -------------------------------------------------------------------------------------
 
 
-def _iso(when: dt.datetime) -> str:
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _when(stamp: str) -> dt.datetime:
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
@@ -361,8 +359,8 @@ def _confirmation_code(booking_id: str) -> str:
 
 def _airport(code: str) -> str:
     code = code.upper()
-    if code not in AIRPORTS:
-        raise NotFound(f"no airport with IATA code {code}; use find_airports", reason="AIRPORT_NOT_FOUND", code=code)
+    lookup(AIRPORTS, code, message=f"no airport with IATA code {code}; use find_airports", reason="AIRPORT_NOT_FOUND",
+           code=code)
     return code
 
 
@@ -418,7 +416,7 @@ def _points(state: TravelState, points: int, kind: str, booking: Record | None, 
     state.loyalty_accounts.update(account["id"], points_balance=balance)
     return state.loyalty_activity.insert({
         "kind": kind, "points": points, "balance_after": balance, "description": description,
-        "booking_id": None if booking is None else booking["id"], "created_at": _iso(at or state.now()),
+        "booking_id": None if booking is None else booking["id"], "created_at": iso_datetime(at or state.now()),
     })
 
 
@@ -440,7 +438,7 @@ def _require_flight_booking(booking: Record) -> None:
 
 def _require_departs_later(state: TravelState, flight: Record) -> None:
     require(_when(flight["departure"]) > state.now(), f"flight {flight['flight_number']} departed at "
-            f"{flight['departure']}; it is now {_iso(state.now())}", reason="DEPARTURE_IN_PAST")
+            f"{flight['departure']}; it is now {iso_datetime(state.now())}", reason="DEPARTURE_IN_PAST")
 
 
 def _require_seats(fare: Record, passengers: int) -> None:
@@ -472,7 +470,7 @@ def _book_flight(state: TravelState, fare: Record, travellers: list[Record], *, 
         "status": "confirmed",
         "confirmation_code": _confirmation_code(booking_id),
         "channel": channel,
-        "created_at": _iso(created_at or state.now()),
+        "created_at": iso_datetime(created_at or state.now()),
         "trip_start": flight["departure"],
         "trip_end": flight["arrival"],
         "flight_id": flight["id"],
@@ -519,8 +517,8 @@ def _stay_price(room: Record, check_in: dt.date, check_out: dt.date, plan: str) 
 def _free_cancellation_until(check_in: dt.date, plan: str) -> str | None:
     if plan != "flexible":
         return None
-    arrival = dt.datetime.combine(check_in, CHECK_IN_TIME, tzinfo=dt.timezone.utc)
-    return _iso(arrival - dt.timedelta(hours=FREE_CANCELLATION_HOURS))
+    arrival = dt.datetime.combine(check_in, CHECK_IN_TIME, tzinfo=dt.UTC)
+    return iso_datetime(arrival - dt.timedelta(hours=FREE_CANCELLATION_HOURS))
 
 
 def _stay_dates(state: TravelState, check_in: str, check_out: str) -> tuple[dt.date, dt.date]:
@@ -548,9 +546,9 @@ def _book_hotel(state: TravelState, room: Record, check_in: dt.date, check_out: 
         "status": "confirmed",
         "confirmation_code": _confirmation_code(booking_id),
         "channel": "app",
-        "created_at": _iso(created_at or state.now()),
-        "trip_start": _iso(dt.datetime.combine(check_in, CHECK_IN_TIME, tzinfo=dt.timezone.utc)),
-        "trip_end": _iso(dt.datetime.combine(check_out, CHECK_OUT_TIME, tzinfo=dt.timezone.utc)),
+        "created_at": iso_datetime(created_at or state.now()),
+        "trip_start": iso_datetime(dt.datetime.combine(check_in, CHECK_IN_TIME, tzinfo=dt.UTC)),
+        "trip_end": iso_datetime(dt.datetime.combine(check_out, CHECK_OUT_TIME, tzinfo=dt.UTC)),
         "hotel_id": hotel["id"],
         "room_id": room["id"],
         "hotel_name": hotel["name"],
@@ -632,7 +630,7 @@ def _cancel(state: TravelState, booking: Record, *, at: dt.datetime | None = Non
         if reversed_points:
             _points(state, -reversed_points, "reversal", booking, f"Points reversed: {label} cancelled", at)
     refund = {**terms, "points_reversed": reversed_points}
-    return state.bookings.update(booking["id"], status="cancelled", cancelled_at=_iso(at or state.now()),
+    return state.bookings.update(booking["id"], status="cancelled", cancelled_at=iso_datetime(at or state.now()),
                                  refund=refund)
 
 
@@ -699,7 +697,7 @@ def _future_flight(s: TravelState, **equals: Any) -> Record:
 def _upcoming_booking(s: TravelState) -> Record:
     """The seeded upcoming standard-fare booking (two travellers, one seated); on a session where
     it was cancelled or changed away, a new one like it is booked first."""
-    now = _iso(s.now())
+    now = iso_datetime(s.now())
     found = s.bookings.first(lambda b: b["trip_start"] > now and b["passengers"] == 2, kind="flight",
                              status="confirmed", fare_family="standard")
     if found is None:
@@ -999,8 +997,8 @@ def select_seat(
     Exit-row seats (extra legroom) add 35.00 to the booking. Returns the booking's seats, the fee
     charged and the amount paid. Fails with SEAT_TAKEN (pick another from get_seat_map),
     SEAT_NOT_IN_CABIN (a seat of another cabin), SEAT_NOT_FOUND, SEAT_SELECTION_NOT_ALLOWED (basic
-    economy: seats are assigned at check-in), TRAVELLER_NOT_ON_BOOKING, BOOKING_ALREADY_CANCELLED
-    or TRIP_ALREADY_STARTED."""
+    economy: seats are assigned at check-in), TRAVELLER_NOT_ON_BOOKING, NOT_A_FLIGHT_BOOKING,
+    BOOKING_ALREADY_CANCELLED or TRIP_ALREADY_STARTED."""
     booking = state.bookings.get(booking_id)
     _require_flight_booking(booking)
     _require_active(state, booking)
@@ -1010,9 +1008,8 @@ def select_seat(
             f"{booking['confirmation_code']}", reason="TRAVELLER_NOT_ON_BOOKING", error=InvalidArgument,
             traveller_ids=booking["traveller_ids"])
     seat = seat.upper()
-    cabin = _seat_cabin(seat)
-    if cabin is None:
-        raise NotFound(f"there is no seat {seat} on this aircraft", reason="SEAT_NOT_FOUND", seat=seat)
+    cabin = require_found(_seat_cabin(seat), f"there is no seat {seat} on this aircraft", reason="SEAT_NOT_FOUND",
+                          seat=seat)
     require(cabin == booking["cabin"], f"{seat} is in {cabin}; this booking flies {booking['cabin']}",
             reason="SEAT_NOT_IN_CABIN", error=InvalidArgument)
     if booking["seats"].get(traveller_id) == seat:
@@ -1201,7 +1198,7 @@ def book_hotel(
     confirmation code, nightly prices, taxes, total, free cancellation deadline, points earned).
     Fails with INVALID_DATE_RANGE (check-out not after check-in), CHECK_IN_IN_PAST, STAY_TOO_LONG,
     TOO_MANY_GUESTS (more than the room sleeps: pick a bigger room), ROOM_SOLD_OUT,
-    ROOM_NOT_FOUND or TRAVELLER_NOT_FOUND."""
+    ROOM_NOT_FOUND, TRAVELLER_NOT_FOUND or BAD_DATE (not a real date)."""
     room = state.rooms.get(room_id)
     lead = state.travellers.get(traveller_id)
     start, end = _stay_dates(state, check_in, check_out)
@@ -1310,7 +1307,7 @@ def change_flight(
     price = {**price, "change_fees": money(price["change_fees"] + fee),
              "fare_difference": money(price["fare_difference"] + difference),
              "total": money(price["total"] + fee + difference)}
-    change = {"at": _iso(state.now()), "from_flight": old_flight["flight_number"],
+    change = {"at": iso_datetime(state.now()), "from_flight": old_flight["flight_number"],
               "from_departure": old_flight["departure"], "to_flight": new_flight["flight_number"],
               "to_departure": new_flight["departure"], "change_fee": fee, "fare_difference": difference}
     updated = state.bookings.update(

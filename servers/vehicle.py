@@ -32,15 +32,15 @@ from prove_core.toolkit import (
     Conflict,
     InvalidArgument,
     NotFound,
+    Record,
     Server,
     State,
     Table,
+    iso_datetime,
     ref,
     require,
 )
 from prove_core.toolkit.helpers import haversine_km
-
-Record = dict[str, Any]
 
 # -- vocabulary -----------------------------------------------------------------------------------
 
@@ -175,10 +175,6 @@ def _seed_vehicle(state: VehicleState, rng: random.Random, index: int) -> None:
 # -- shared rules -------------------------------------------------------------------------------------
 
 
-def _iso(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _moving(vehicle: Record) -> bool:
     return vehicle["speed_kmh"] > 0
 
@@ -220,7 +216,7 @@ def _route(state: VehicleState, vehicle: Record, destination: Record) -> Record:
     km = round(haversine_km(here["lat"], here["lon"], destination["lat"], destination["lon"]) * ROAD_FACTOR, 1)
     arrival_pct = round((_range_km(vehicle) - km) / _full_range_km(vehicle) * 100, 1)
     return {"destination": {k: destination[k] for k in ("name", "address", "lat", "lon")},
-            "distance_km": km, "arrival_energy_pct": arrival_pct, "set_at": _iso(state.now())}
+            "distance_km": km, "arrival_energy_pct": arrival_pct, "set_at": iso_datetime(state.now())}
 
 
 def _find_destination(state: VehicleState, address: str) -> Record:
@@ -265,7 +261,7 @@ def _finish_session(state: VehicleState, vehicle: Record, session: Record, reaso
     room_kwh = max(0.0, (battery["charge_limit_pct"] - battery["level_pct"]) / 100 * battery["capacity_kwh"])
     added = round(min(session["charger_kw"] * hours, room_kwh), 2)
     level = round(battery["level_pct"] + added / battery["capacity_kwh"] * 100, 1)
-    session = state.charging_sessions.update(session["id"], status="complete", ended_at=_iso(state.now()),
+    session = state.charging_sessions.update(session["id"], status="complete", ended_at=iso_datetime(state.now()),
                                              energy_added_kwh=added, end_level_pct=level, stop_reason=reason)
     vehicle = state.vehicles.update(vehicle["id"], battery={**battery, "level_pct": level, "charging": False})
     return vehicle, session
@@ -770,7 +766,7 @@ def start_charging(state: VehicleState, vehicle_id: VehicleId) -> dict:
     state.vehicles.update(vehicle_id, battery={**battery, "charging": True})
     session = state.charging_sessions.insert({
         "vehicle_id": vehicle_id, "status": "charging", "charger_kw": battery["charger_kw"],
-        "started_at": _iso(state.now()), "start_level_pct": battery["level_pct"],
+        "started_at": iso_datetime(state.now()), "start_level_pct": battery["level_pct"],
         "target_level_pct": battery["charge_limit_pct"], "ended_at": None, "energy_added_kwh": None,
         "end_level_pct": None, "stop_reason": None,
     })
@@ -900,7 +896,7 @@ def get_route_eta(state: VehicleState, vehicle_id: VehicleId) -> dict:
     average = 70.0 if route["distance_km"] > 30 else 35.0  # freeway or city
     minutes = round(route["distance_km"] / average * 60)
     return {"vehicle_id": vehicle_id, "destination": route["destination"], "distance_km": route["distance_km"],
-            "duration_min": minutes, "eta": _iso(state.now() + dt.timedelta(minutes=minutes)),
+            "duration_min": minutes, "eta": iso_datetime(state.now() + dt.timedelta(minutes=minutes)),
             "arrival_energy_pct": route["arrival_energy_pct"]}
 
 
@@ -1007,7 +1003,7 @@ def honk_horn(
     vehicle = state.vehicles.get(vehicle_id)
     _awake(vehicle)
     _not_moving(vehicle, "sound the remote horn")
-    honked = _iso(state.now())
+    honked = iso_datetime(state.now())
     state.vehicles.update(vehicle_id, last_horn_at=honked)
     return {"vehicle_id": vehicle_id, "honked_at": honked, "flashed_lights": flash_lights,
             "location": vehicle["location"]}

@@ -26,17 +26,17 @@ from prove_core.toolkit import (
     Conflict,
     InvalidArgument,
     PermissionDenied,
+    Record,
     ResourceExhausted,
     Server,
     State,
     Table,
     fake,
+    iso_datetime,
     paginate,
     ref,
     require,
 )
-
-Record = dict[str, Any]
 
 ORG_DOMAIN = "northwind.example.com"
 RECORDING_MB_PER_MINUTE = 7.5
@@ -83,10 +83,6 @@ class MeetingOptions:
 # -- shared rules ---------------------------------------------------------------------------------
 
 
-def _iso(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _at(value: str) -> dt.datetime:
     return dt.datetime.fromisoformat(value)
 
@@ -107,7 +103,7 @@ def _me(state: MeetingState) -> Record:
 def _status(state: MeetingState, meeting: Record) -> str:
     if meeting["status"] == "cancelled":
         return "cancelled"
-    now = _iso(state.now())
+    now = iso_datetime(state.now())
     return "upcoming" if now < meeting["start"] else "live" if now < meeting["end"] else "ended"
 
 
@@ -121,7 +117,7 @@ def _require_live(state: MeetingState, meeting: Record) -> None:
     status = _status(state, meeting)
     require(status != "cancelled", f"{meeting['title']!r} was cancelled", reason="MEETING_CANCELLED")
     require(status == "live", f"{meeting['title']!r} is not live: it {'starts' if status == 'upcoming' else 'ended'} "
-            f"at {meeting['start'] if status == 'upcoming' else meeting['end']} (now {_iso(state.now())})",
+            f"at {meeting['start'] if status == 'upcoming' else meeting['end']} (now {iso_datetime(state.now())})",
             reason="MEETING_NOT_LIVE", status=status, start=meeting["start"], end=meeting["end"])
 
 
@@ -165,7 +161,7 @@ def _active_recording(state: MeetingState, meeting: Record) -> Record | None:
 
 def _finish_recording(recording: Record, stopped: dt.datetime) -> Record:
     seconds = max(0, int((stopped - _at(recording["started_at"])).total_seconds()))
-    return {"stopped_at": _iso(stopped), "status": "available", "duration_seconds": seconds,
+    return {"stopped_at": iso_datetime(stopped), "status": "available", "duration_seconds": seconds,
             "size_mb": round(seconds / 60 * RECORDING_MB_PER_MINUTE, 1),
             "download_url": f"https://meet.example.com/rec/{recording['id'].removeprefix('rec_')}.mp4"}
 
@@ -213,7 +209,7 @@ def _book(state: MeetingState, *, title: str, host: Record, room: Record, start:
     meeting_id = state.meetings.new_id()
     return state.meetings.insert({
         "id": meeting_id, "title": title, "host_name": host["name"], "host_email": host["email"],
-        "room_id": room["id"], "start": _iso(start), "end": _iso(start + dt.timedelta(minutes=minutes)),
+        "room_id": room["id"], "start": iso_datetime(start), "end": iso_datetime(start + dt.timedelta(minutes=minutes)),
         "duration_minutes": minutes, "status": status, "waiting_room": waiting_room, "agenda": agenda,
         "join_url": f"https://meet.example.com/j/{meeting_id.removeprefix('mtg_')}", "cancel_reason": None,
     })
@@ -228,7 +224,7 @@ def _join(state: MeetingState, meeting: Record, person: Record, where: str, minu
     role = "host" if person["email"] == meeting["host_email"] else "attendee"
     return state.participants.insert({"meeting_id": meeting["id"], "email": person["email"], "name": person["name"],
                                       "role": role, "state": where,
-                                      "joined_at": _iso(state.now() - dt.timedelta(minutes=minutes_ago))})
+                                      "joined_at": iso_datetime(state.now() - dt.timedelta(minutes=minutes_ago))})
 
 
 # -- seed -----------------------------------------------------------------------------------------
@@ -285,7 +281,7 @@ def _seed_scripted(state: MeetingState, rng: random.Random, me: Record, colleagu
     rehearsal = meeting("Webinar rehearsal", me, "Delta", now - dt.timedelta(minutes=30), 90, cast[2:5],
                         waiting_room=False)
     live(rehearsal, me, cast[2:5], [])
-    state.recordings.insert({"meeting_id": rehearsal["id"], "started_at": _iso(now - dt.timedelta(minutes=25)),
+    state.recordings.insert({"meeting_id": rehearsal["id"], "started_at": iso_datetime(now - dt.timedelta(minutes=25)),
                              "status": "recording", "stopped_at": None, "duration_seconds": None, "size_mb": None,
                              "download_url": None})
     meeting(f"1:1 with {cast[5]['name'].split()[0]}", me, "Fjord", today + dt.timedelta(days=1, hours=10), 30,
@@ -301,7 +297,7 @@ def _seed_scripted(state: MeetingState, rng: random.Random, me: Record, colleagu
     for booked, parts in ((retro, ((2, 50),)), (onboarding, ((1, 40), (50, 35)))):
         for offset, minutes in parts:
             started = _at(booked["start"]) + dt.timedelta(minutes=offset)
-            recording = state.recordings.insert({"meeting_id": booked["id"], "started_at": _iso(started),
+            recording = state.recordings.insert({"meeting_id": booked["id"], "started_at": iso_datetime(started),
                                                  "status": "recording"})
             state.recordings.update(recording["id"], **_finish_recording(
                 recording, started + dt.timedelta(minutes=minutes)))
@@ -320,7 +316,7 @@ def _seed_random(state: MeetingState, rng: random.Random, me: Record, colleagues
         minutes = rng.choice(DURATIONS)
         end = day + dt.timedelta(minutes=minutes)
         room = rng.choice(rooms)
-        if day < quiet_to and quiet_from < end or _clash(state, room["id"], _iso(day), _iso(end)):
+        if day < quiet_to and quiet_from < end or _clash(state, room["id"], iso_datetime(day), iso_datetime(end)):
             continue
         host = me if rng.random() < 0.4 else rng.choice(colleagues)
         pool = [c for c in colleagues if c != host] + ([me] if host != me and rng.random() < 0.7 else [])
@@ -331,7 +327,7 @@ def _seed_random(state: MeetingState, rng: random.Random, me: Record, colleagues
         for person in invitees:
             _invite(state, meeting, person, "accepted" if end < now else rng.choice(RESPONSES))
         if end < now and host == me and room["cloud_recording"] and rng.random() < 0.5:
-            recording = state.recordings.insert({"meeting_id": meeting["id"], "started_at": _iso(day),
+            recording = state.recordings.insert({"meeting_id": meeting["id"], "started_at": iso_datetime(day),
                                                  "status": "recording"})
             state.recordings.update(recording["id"], **_finish_recording(recording, end))
         booked += 1
@@ -383,7 +379,7 @@ def _spare_seat(s: MeetingState) -> Record:
 def _later(s: MeetingState, days: int, hour: int) -> str:
     """A time after every seeded booking, so any room is free then."""
     day = s.today() + dt.timedelta(days=days)
-    return _iso(dt.datetime.combine(day, dt.time(hour), tzinfo=dt.UTC))
+    return iso_datetime(dt.datetime.combine(day, dt.time(hour), tzinfo=dt.UTC))
 
 
 # -- how organizers ask, and what they choose ---------------------------------------------------------
@@ -423,7 +419,7 @@ def _guests(rng: random.Random, s: MeetingState) -> list[str]:
 def _future_start(rng: random.Random, s: MeetingState) -> str:
     """A slot after every seeded booking (they run two weeks ahead), in working hours."""
     day = s.today() + dt.timedelta(days=rng.randint(HORIZON_DAYS + 1, HORIZON_DAYS + 14))
-    return _iso(dt.datetime.combine(day, dt.time(rng.choice((9, 10, 11, 13, 14, 15, 16)), rng.choice((0, 30))),
+    return iso_datetime(dt.datetime.combine(day, dt.time(rng.choice((9, 10, 11, 13, 14, 15, 16)), rng.choice((0, 30))),
                                     tzinfo=dt.UTC))
 
 
@@ -475,7 +471,7 @@ def list_rooms(
     rooms = [r for r in state.rooms.all() if min_capacity is None or r["capacity"] >= min_capacity]
     if start is not None:
         begin = _parse_when(start, "start")
-        window = (_iso(begin), _iso(begin + dt.timedelta(minutes=duration_minutes)))
+        window = (iso_datetime(begin), iso_datetime(begin + dt.timedelta(minutes=duration_minutes)))
         for room in rooms:
             clash = _clash(state, room["id"], *window)
             room["available"] = clash is None
@@ -527,14 +523,14 @@ def schedule_meeting(
     (you plus the invitees do not fit: pick a bigger room from list_rooms) or OVERLAPPING_BOOKING
     (the room is booked then; details give the clashing slot)."""
     begin = _parse_when(start, "start")
-    require(begin >= state.now(), f"start {_iso(begin)} is before now ({_iso(state.now())})", reason="START_IN_PAST",
-            error=InvalidArgument)
+    require(begin >= state.now(), f"start {iso_datetime(begin)} is before now ({iso_datetime(state.now())})",
+            reason="START_IN_PAST", error=InvalidArgument)
     room = state.rooms.get(room_id)
     me = _me(state)
     people = [e for e in dict.fromkeys(e.lower() for e in invitees or []) if e != me["email"]]
     _require_capacity(room, 1 + len(people))
     end = begin + dt.timedelta(minutes=duration_minutes)
-    clash = _clash(state, room_id, _iso(begin), _iso(end))
+    clash = _clash(state, room_id, iso_datetime(begin), iso_datetime(end))
     if clash is not None:
         raise Conflict(f"{room['name']} is booked from {clash['start']} to {clash['end']}",
                        reason="OVERLAPPING_BOOKING", room_id=room_id, booked_start=clash["start"],
@@ -587,7 +583,7 @@ def list_upcoming_meetings(
     start and end, status, room, host, your role and your answer to the invitation. Returns a
     page, the total and next_offset."""
     me = _me(state)["email"]
-    now, until = _iso(state.now()), _iso(state.now() + dt.timedelta(days=days))
+    now, until = iso_datetime(state.now()), iso_datetime(state.now() + dt.timedelta(days=days))
     found = []
     if role in ("any", "host"):
         found += state.meetings.where(host_email=me)
@@ -695,7 +691,7 @@ def set_recording(
                 room_id=room["id"])
         require(active is None, f"{meeting['title']!r} is already being recorded ({active and active['id']})",
                 reason="RECORDING_ALREADY_ACTIVE", error=Conflict)
-        started = state.recordings.insert({"meeting_id": meeting_id, "started_at": _iso(state.now()),
+        started = state.recordings.insert({"meeting_id": meeting_id, "started_at": iso_datetime(state.now()),
                                            "status": "recording", "stopped_at": None, "duration_seconds": None,
                                            "size_mb": None, "download_url": None})
         return _recording_view(state, started, meeting)
@@ -768,7 +764,8 @@ def admit_participant(
         waiting = [person]
     room = state.rooms.get(meeting["room_id"])
     _require_capacity(room, len(_inside(state, meeting_id)) + len(waiting))
-    admitted = [state.participants.update(p["id"], state="in_meeting", joined_at=_iso(state.now())) for p in waiting]
+    admitted = [state.participants.update(p["id"], state="in_meeting", joined_at=iso_datetime(state.now()))
+                for p in waiting]
     return {"meeting_id": meeting_id, "admitted": admitted, "participant_count": len(_inside(state, meeting_id))}
 
 

@@ -12,9 +12,12 @@ no_call    never calls a tool, always answers in prose (the lower bound)
 spammer    repeats one call several times per turn (what the efficiency term punishes)
 =========  ====================================================================================
 
-``[[eval.models]]`` names one: ``client = "openai"`` with its ``options`` (structured with the
-client's ``Config``). ``build_policy`` turns that entry into a policy. Reference-aware policies
-implement ``begin(reference)``; evaluators call it before each task (``evaluation.begin_episode``).
+Each is a component of kind ``clients``, registered by this module's ``prove_register_clients``
+hook like a third-party client would be. ``[[eval.models]]`` names one: ``client = "openai"``
+with its ``options``; the registry's loader structures them with the client's ``Config`` and
+builds it as ``cls(config, registry=registry)`` (``prove_core.eval.core.build_client``).
+Reference-aware policies implement ``begin(reference)``; evaluators call it before each task
+(``evaluation.begin_episode``).
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from typing import Any
 import attrs
 import structlog
 
-from prove_core.errors import ConfigError, ProveError
+from prove_core import hookimpl
+from prove_core.env.rollout import PolicyTurn
+from prove_core.errors import ProveError
 from prove_core.model import ToolCall
 from prove_core.reward.parsing import Attempt, decode_openai_tool_call, load_parser, safe_parse
-from prove_core.env.rollout import PolicyTurn
 
 log = structlog.get_logger()
 
@@ -61,10 +65,12 @@ class OracleConfig:
 class OraclePolicy:
     """Plays the reference solution: for user turn ``k`` the reference's turns ``k``, in order."""
 
+    name = "oracle"
+    description = "Replays the task's reference solution (the upper bound)."
     Config = OracleConfig
 
-    def __init__(self, config: OracleConfig, *, name: str = "oracle", registry: Any = None) -> None:
-        self.config, self.name = config, name
+    def __init__(self, config: OracleConfig = OracleConfig(), *, registry: Any = None) -> None:
+        self.config = config
         self.reference: Any = None
 
     def begin(self, reference: Any) -> None:
@@ -86,10 +92,12 @@ class NoCallConfig:
 class NoCallPolicy:
     """Never calls a tool."""
 
+    name = "no_call"
+    description = "Never calls a tool, always answers in prose (the lower bound)."
     Config = NoCallConfig
 
-    def __init__(self, config: NoCallConfig, *, name: str = "no_call", registry: Any = None) -> None:
-        self.config, self.name = config, name
+    def __init__(self, config: NoCallConfig = NoCallConfig(), *, registry: Any = None) -> None:
+        self.config = config
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
         return PolicyTurn(content=self.config.reply)
@@ -121,10 +129,12 @@ class SpammerPolicy:
     """Repeats one call ``calls_per_turn`` times in each of ``turns`` assistant turns per user turn:
     the reference's first call when it has one (valid, but far over budget), else a placeholder."""
 
+    name = "spammer"
+    description = "Repeats one call several times per turn (what efficiency punishes)."
     Config = SpammerConfig
 
-    def __init__(self, config: SpammerConfig, *, name: str = "spammer", registry: Any = None) -> None:
-        self.config, self.name = config, name
+    def __init__(self, config: SpammerConfig = SpammerConfig(), *, registry: Any = None) -> None:
+        self.config = config
         self.reference: Any = None
 
     def begin(self, reference: Any) -> None:
@@ -185,11 +195,13 @@ def post_json(url: str, body: dict[str, Any], *, api_key_env: str, timeout_s: fl
 class OpenAIPolicy:
     """A model behind ``POST {base_url}/chat/completions`` with OpenAI tool calling."""
 
+    name = "openai"
+    description = "Any OpenAI-compatible /chat/completions endpoint (vLLM, SGLang, a hosted API)."
     Config = OpenAIConfig
 
-    def __init__(self, config: OpenAIConfig, *, name: str = "openai", registry: Any = None) -> None:
-        self.config, self.name = config, name
-        self.parser = load_parser(registry, config.parser) if config.parser else None
+    def __init__(self, config: OpenAIConfig = OpenAIConfig(), *, registry: Any = None) -> None:
+        self.config = config
+        self.parser = load_parser(_registry(registry), config.parser) if config.parser else None
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
         cfg = self.config
@@ -261,21 +273,23 @@ class HFPolicy:
     """A local transformers model: ``prove_plugins.models.hf.HFPolicy`` (the one training samples with)
     loaded from a checkpoint folder; its chat template renders the turn and ``parser`` reads it."""
 
+    name = "hf"
+    description = "A local Hugging Face checkpoint (chat template, generate, a registered parser)."
     Config = HFConfig
 
-    def __init__(self, config: HFConfig, *, name: str = "hf", registry: Any = None, model: Any = None,
-                 tokenizer: Any = None) -> None:
+    def __init__(self, config: HFConfig, *, registry: Any = None, model: Any = None, tokenizer: Any = None) -> None:
         try:
             from prove_plugins.models.hf import HFPolicy as Local
             from prove_plugins.models.hf import Sampling
         except ImportError:
             raise ProveError("the hf client needs torch and transformers: pip install torch==2.13.0 transformers") from None
-        self.config, self.name = config, name
+        self.config = config
         if model is None or tokenizer is None:
             model, tokenizer = load_checkpoint(config.path, device=config.device)
         sampling = Sampling(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                             max_context=config.max_context)
-        self.local = Local(model, tokenizer, parser=load_parser(registry, config.parser), sampling=sampling, name=name)
+        self.local = Local(model, tokenizer, parser=load_parser(_registry(registry), config.parser), sampling=sampling,
+                           name=self.name)
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
         return self.local.respond(template_messages(messages), tools)
@@ -295,18 +309,19 @@ def load_checkpoint(path: str, *, device: str = "cpu") -> tuple[Any, Any]:
     return model, tokenizer
 
 
-CLIENTS: dict[str, type] = {"hf": HFPolicy, "openai": OpenAIPolicy, "oracle": OraclePolicy, "no_call": NoCallPolicy,
-                            "spammer": SpammerPolicy}
+def _registry(registry: Any) -> Any:
+    """The registry to look parsers up in: the one the loader passed, else the process-wide one."""
+    if registry is None:
+        from prove_core.plugin.manager import get_plugins
+
+        registry = get_plugins().registry
+    return registry
 
 
-def build_policy(model: Any, registry: Any, *, path: str = "$.eval.models[0]") -> Any:
-    """A ``ModelConfig`` as a policy: its client looked up and its options structured (errors
-    name ``path``)."""
-    from prove_core.config import structure
+CLIENTS = (HFPolicy, OpenAIPolicy, OraclePolicy, NoCallPolicy, SpammerPolicy)
 
-    cls = CLIENTS.get(model.client)
-    if cls is None:
-        raise ConfigError(f"invalid config:\n  {path}.client: unknown model client {model.client!r}; "
-                          f"expected one of {', '.join(CLIENTS)}")
-    options = structure(dict(model.options), cls.Config, path=f"{path}.options")
-    return cls(options, name=model.name, registry=registry)
+
+@hookimpl
+def prove_register_clients(register: Any) -> None:
+    for client in CLIENTS:
+        register(client)

@@ -27,8 +27,8 @@ from typing import Any
 
 import attrs
 
-from prove_core.reward.parsing import Parser, load_parser, safe_parse
 from prove_core.env.rollout import Played, PolicyTurn, RolloutLimits, rollout
+from prove_core.reward.parsing import Parser, load_parser, safe_parse
 
 
 @attrs.frozen(kw_only=True)
@@ -172,6 +172,18 @@ class HFPolicy:
         if len(prompt) >= self.sampling.max_context:
             return PolicyTurn(content="")
         return self.turn(self.generate([prompt])[0])
+
+    def play_batch(self, examples: Sequence[Any], env_for: Callable[[Any], Any], *,
+                   limits: RolloutLimits = RolloutLimits(), max_batch: int = 16,
+                   rollout_ids: Sequence[str] | None = None) -> list[Played]:
+        """The batching capability (``prove_core.env.rollout.BatchPolicy``): with a local
+        ``Generator`` the episodes' generations are batched (``play_batch`` below); otherwise
+        they are played one by one."""
+        if not isinstance(self.generate, Generator):
+            ids = list(rollout_ids) if rollout_ids is not None else [None] * len(examples)
+            return [rollout(self, e, env_for(e.task), limits=limits, rollout_id=i) for e, i in zip(examples, ids)]
+        return [ep.played for ep in play_batch(self, examples, env_for, limits=limits, max_batch=max_batch,
+                                               rollout_ids=rollout_ids)]
 
 
 class EpisodeRecorder(HFPolicy):

@@ -5,8 +5,9 @@
 training corpus (``prove_plugins.models.tiny``), built once into ``<run>/train/base``.
 
 ``sft_warmup`` trains on the assistant turns of the synthesized conversations (the chat template's
-``{% generation %}`` marks them; a turn marked as a deliberate mistake stays out of the loss), computing the output layer only where there is a target, which
-keeps a CPU warm-up of a tiny model to a minute or two. A finished warm-up is kept in
+``{% generation %}`` marks them; a turn marked as a deliberate mistake stays out of the loss),
+computing the output layer only where there is a target, which keeps a CPU warm-up of a tiny
+model to a minute or two. A finished warm-up is kept in
 ``<run>/train/sft`` and not redone; an interrupted one continues from ``<run>/train/sft_resume.pt``
 (weights, optimizer, schedule, sampler state and losses, written atomically every
 ``[train.sft] checkpoint_every`` steps), so a resumed warm-up ends with the weights an uninterrupted

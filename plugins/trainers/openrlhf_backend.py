@@ -187,7 +187,7 @@ class OpenRLHFTrainer:
         servers = {entry.name: entry.options for entry in job.experiment.servers}
         setup = {"tokenizer": model, "parser": job.settings.parser,
                  "reward": None if reward is None else _plain(to_json_attrs(reward)),
-                 "server_options": servers,
+                 "server_options": servers, "sessions": attrs.asdict(job.experiment.sessions),
                  "limits": {"max_user_turns": job.settings.max_user_turns,
                             "max_assistant_turns": job.settings.max_assistant_turns}}
         (run / "prove_setup.json").write_text(json.dumps(setup, indent=2))
@@ -218,8 +218,8 @@ class OpenRLHFTrainer:
 def _rows(job: TrainJob) -> Any:
     """OpenRLHF prompt rows of the training examples, exactly as the ``openrlhf`` export writes them:
     ``input`` shows the tools, ``label`` carries the whole example."""
-    from prove_core.synth.exporters import openrlhf_row
     from prove_core.model import to_json
+    from prove_core.synth.exporters import openrlhf_row
 
     for example in job.prompts(job.train):
         yield openrlhf_row(to_json(example))

@@ -18,9 +18,9 @@ import attrs
 import structlog
 
 from prove_core.config import EpisodeConfig
+from prove_core.env.runtime import Environment, ToolResult
 from prove_core.errors import ConfigError
 from prove_core.model import GroundTruthCall, Task
-from prove_core.env.runtime import Environment, ToolResult
 
 REF = re.compile(r"^\$\{([A-Za-z_][\w-]*)((?:\.[\w-]+|\[[^\]]+\])*)\}$")
 SEGMENT = re.compile(r"\.([\w-]+)|\[([^\]]+)\]")
@@ -38,9 +38,10 @@ class StepOutcome:
 
     @property
     def ok(self) -> bool:
+        error = self.result.error
         if self.expected_error is not None:
-            return self.result.is_error and self.expected_error in (self.result.error["code"], self.result.error["reason"])
-        return not self.result.is_error
+            return error is not None and self.expected_error in (error["code"], error["reason"])
+        return error is None
 
 
 @attrs.frozen(kw_only=True)
@@ -96,13 +97,16 @@ def substitute(args: Any, results: dict[str, dict[str, Any]], used: set[str], wh
     return args
 
 
-def run_episode(env: Environment, config: EpisodeConfig, *, seed: int = 0, hooks: Any = None) -> EpisodeResult:
+def run_episode(env: Environment, config: EpisodeConfig, *, seed: int = 0) -> EpisodeResult:
+    """Play the scripted steps on a fresh session of ``env``. The lifecycle hooks see the episode
+    (through ``env.hooks``): ``prove_episode_start`` with a ``Task`` of the environment's servers
+    and seed whose ground-truth calls are not known yet, ``prove_episode_end`` with the finished
+    ``Task`` and the ``EpisodeResult``."""
     sid = env.new_session()
-    structlog.contextvars.bind_contextvars(session=sid, server=",".join(sorted(env.runtimes)))
+    servers = sorted(env.runtimes)
+    structlog.contextvars.bind_contextvars(session=sid, server=env.server)
     initial = env.state_hash(sid)
-    task_stub = {"servers": sorted(env.runtimes)}
-    if hooks is not None:
-        hooks.prove_episode_start(server=",".join(sorted(env.runtimes)), session_id=sid, task=task_stub)
+    env.episode_start(sid, Task(servers=servers, seed=seed, expected="call", initial_state_hash=initial))
     results: dict[str, dict[str, Any]] = {}
     outcomes: list[StepOutcome] = []
     calls: list[GroundTruthCall] = []
@@ -113,13 +117,13 @@ def run_episode(env: Environment, config: EpisodeConfig, *, seed: int = 0, hooks
         result = env.call(sid, step.tool, args)
         outcome = StepOutcome(id=step_id, tool=step.tool, arguments=args, result=result, expected_error=step.expect_error)
         outcomes.append(outcome)
-        log.info("step", step=step_id, tool=step.tool, ok=outcome.ok, error=None if not result.is_error else result.error["reason"])
+        log.info("step", step=step_id, tool=step.tool, ok=outcome.ok,
+                 error=None if result.error is None else result.error["reason"])
         if not result.is_error:
-            results[step_id] = result.data  # type: ignore[assignment]
+            results[step_id] = result.structured  # a success's structured content is its data
             calls.append(GroundTruthCall(id=step_id, tool=step.tool, arguments=args, depends_on=sorted(used)))
-    task = Task(servers=sorted(env.runtimes), seed=seed, calls=calls, expected="call", initial_state_hash=initial)
-    result = EpisodeResult(session_id=sid, steps=outcomes, task=task, final_state_hash=env.state_hash(sid))
+    task = Task(servers=servers, seed=seed, calls=calls, expected="call", initial_state_hash=initial)
+    episode = EpisodeResult(session_id=sid, steps=outcomes, task=task, final_state_hash=env.state_hash(sid))
     structlog.contextvars.unbind_contextvars("session", "server")
-    if hooks is not None:
-        hooks.prove_episode_end(server=",".join(sorted(env.runtimes)), session_id=sid, task=task, result=result)
-    return result
+    env.episode_end(sid, task, episode)
+    return episode

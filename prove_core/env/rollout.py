@@ -16,21 +16,23 @@ function format). A turn has prose and tool calls — already parsed into ``Tool
 user turn the policy may call tools — every call runs on **this rollout's own live session**,
 forked from the task's seed, and its result (or typed error) goes back as a ``tool`` message —
 until it answers in prose or the assistant-turn limit is reached. The result is a
-``prove_core.reward.Rollout`` ready for the reward, plus the transcript.
+``prove_core.reward.Rollout`` ready for the reward, plus the transcript. Every rollout reports
+its start and end to the lifecycle hooks (``prove_episode_start`` with the example's task,
+``prove_episode_end`` with the ``Played`` result) through ``env.hooks``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
 
-from prove_core.model import Example, Message
-from prove_core.reward.parsing import Attempt, AttemptViews
-from prove_core.reward.core import Rollout
 from prove_core.env.runtime import Environment
+from prove_core.model import Example, Message
+from prove_core.reward.core import Rollout
+from prove_core.reward.parsing import Attempt, AttemptViews
 
 
 @attrs.frozen(kw_only=True)
@@ -62,6 +64,17 @@ class Played:
     final_state_hash: str
 
 
+class BatchPolicy(Policy, Protocol):
+    """A policy that can play many episodes at once (a local model batching its generations
+    across episodes). ``prove_core.train.core.evaluate`` uses ``play_batch`` when a policy has it;
+    each episode must still be played by ``rollout`` on its own session of ``env_for(example.task)``,
+    and the results come back in the order of ``examples``."""
+
+    def play_batch(self, examples: Sequence[Example], env_for: Callable[[Any], Environment], *,
+                   limits: RolloutLimits = RolloutLimits(), max_batch: int = 16,
+                   rollout_ids: Sequence[str] | None = None) -> list[Played]: ...
+
+
 def user_turns(example: Example) -> list[str]:
     """The user messages a rollout feeds, in order (the example's own conversation)."""
     return [m.content or "" for m in example.messages if m.role == "user"]
@@ -86,6 +99,7 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
     turn_of: list[int] = []
     prose: list[str] = []
     sid = env.new_session()
+    env.episode_start(sid, example.task)
     assistant_turns = 0
     for user_text in user_turns(example)[: limits.max_user_turns]:
         messages.append({"role": "user", "content": user_text})
@@ -108,10 +122,12 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
                 messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                                  "content": json.dumps(result.structured, sort_keys=True, ensure_ascii=False)})
     final = env.state_hash(sid)
-    env.close(sid)
-    played = Rollout(id=rollout_id or example.id, task=example.task, attempts=attempts, turns=turn_of,
+    scored = Rollout(id=rollout_id or example.id, task=example.task, attempts=attempts, turns=turn_of,
                      tools=offered, content="\n".join(prose))
-    return Played(rollout=played, messages=messages, session_id=sid, final_state_hash=final)
+    played = Played(rollout=scored, messages=messages, session_id=sid, final_state_hash=final)
+    env.episode_end(sid, example.task, played)  # the session is still open for the hook
+    env.close(sid)
+    return played
 
 
 class ScriptedPolicy:

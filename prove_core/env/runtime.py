@@ -6,8 +6,13 @@ session from the seed), validate the arguments against the published JSON Schema
 tool atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
 The MCP path calls this same method, so both paths give the same result or the same error.
 
+``build_runtime`` is the one way the framework makes a runtime: its session settings come from
+the experiment's ``[sessions]`` table.
+
 ``Environment`` puts several runtimes behind one name space; with more than one server the
-tool names get the ``<server>_`` prefix that ``prove serve`` uses when it mounts servers.
+tool names get the ``<server>_`` prefix that ``prove serve`` uses when it mounts servers
+(``public_name`` is that rule, for every place that names a tool). An environment built with the
+plugins' hook relay reports every episode played on it to the lifecycle hooks.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ class ToolResult:
 
     @property
     def structured(self) -> dict[str, Any]:
-        return self.error if self.error is not None else self.data  # type: ignore[return-value]
+        return self.error if self.error is not None else self.data  # type: ignore[return-value]  # data is set when error is not
 
     @property
     def code(self) -> str | None:
@@ -304,73 +309,107 @@ class ServerRuntime:
         except ToolError as exc:  # RESOURCE_EXHAUSTED: at the session bound with evict_lru off
             return ToolResult(error=exc.to_dict())
         with session.lock:
-            if self.call_timeout_s is not None:
-                return self._call_with_deadline(session, tool, tool_def, args)
-            state = session.state
-            before = state.snapshot()
+            return self._execute(session, tool, tool_def, args)
+
+    def _execute(self, session: Session, tool: str, tool_def: Any, args: dict[str, Any]) -> ToolResult:
+        """Run one validated call atomically: the one run/rollback/clock path of the executor.
+
+        The tool body runs on ``work``: the session's own state inline (the fast path's default),
+        or a private copy in a worker thread when ``call_timeout_s`` is set (see ``_body``). A
+        rejected or crashing call changes nothing: inline, the state is restored from the
+        snapshot taken before; with a deadline the copy is simply dropped. A call that succeeds
+        ticks the session clock once if it changed something, so timestamps order events while an
+        idempotent repeat leaves the state hash alone; a copy is then committed to the session.
+        """
+        state = session.state
+        before = state.snapshot()
+        work = state if self.call_timeout_s is None else State.from_snapshot(before)
+        try:
+            data, failure = self._body(tool, tool_def, work, args)
+        except BaseException:  # a real Ctrl-C: stop, with the call rolled back
+            if work is state:
+                state.restore(before)
+            raise
+        if failure is not None:
+            if work is state:
+                state.restore(before)
+            if isinstance(failure, ToolError):  # a rejected call (DEADLINE_EXCEEDED included)
+                return ToolResult(error=failure.to_dict())
+            return self._crashed(tool, failure)
+        if work.changed_since(before):
+            work.advance_clock()
+            if work is not state:
+                state.restore(work.snapshot())
+        return ToolResult(data=data if isinstance(data, dict) else {"result": data})
+
+    def _body(self, tool: str, tool_def: Any, work: State, args: dict[str, Any]) -> tuple[Any, BaseException | None]:
+        """The tool body on ``work``: ``(data, None)``, or ``(None, what it raised)``. Inline a bug
+        in a tool (even ``sys.exit``) is returned, not raised, so it cannot take the server down;
+        only a real Ctrl-C (KeyboardInterrupt in the main thread) propagates. With a deadline the
+        body runs in a daemon thread; a call that overruns gets DEADLINE_EXCEEDED and the thread may
+        run on, but only ever on its abandoned copy."""
+        if self.call_timeout_s is None:
             try:
-                data = tool_def.fn(state, **args)
-            except ToolError as exc:
-                state.restore(before)
-                return ToolResult(error=exc.to_dict())
-            except BaseException as exc:  # a bug in a tool (even sys.exit) must not take the server down
-                state.restore(before)
+                return tool_def.fn(work, **args), None
+            except BaseException as exc:  # noqa: BLE001 - returned to _execute
                 if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
-                    raise  # a real Ctrl-C: stop, with the call rolled back
-                return self._crashed(tool, exc)
-            # The session clock ticks once per call that changed something, so timestamps order
-            # events while an idempotent repeat leaves the state hash alone.
-            if state.changed_since(before):
-                state.advance_clock()
-        if not isinstance(data, dict):
-            data = {"result": data}
-        return ToolResult(data=data)
-
-    def _crashed(self, tool: str, exc: BaseException) -> ToolResult:
-        err = Internal(f"{self.server.name}.{tool} failed: {type(exc).__name__}: {exc}", reason="TOOL_CRASHED")
-        return ToolResult(error=err.to_dict())
-
-    def _call_with_deadline(self, session: Session, tool: str, tool_def: Any, args: dict[str, Any]) -> ToolResult:
-        """Run the tool on a private copy of the session state in a worker thread; commit the copy
-        only if the call finishes in time. A call that overruns gets DEADLINE_EXCEEDED and the
-        session is untouched: the thread may run on, but only ever on its abandoned copy."""
-        base = session.state.snapshot()
-        work = State.from_snapshot(base)
+                    raise
+                return None, exc
         outcome: dict[str, Any] = {}
 
         def run() -> None:
             try:
                 outcome["data"] = tool_def.fn(work, **args)
-            except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+            except BaseException as exc:  # noqa: BLE001 - returned to _execute
                 outcome["error"] = exc
 
         thread = threading.Thread(target=run, name=f"{self.server.name}.{tool}", daemon=True)
         thread.start()
         thread.join(self.call_timeout_s)
         if thread.is_alive():
-            err = DeadlineExceeded(f"{self.server.name}.{tool} did not finish within {self.call_timeout_s} s; "
-                                   "nothing was changed", reason="CALL_TIMEOUT", timeout_s=self.call_timeout_s)
-            return ToolResult(error=err.to_dict())
-        exc = outcome.get("error")
-        if isinstance(exc, ToolError):
-            return ToolResult(error=exc.to_dict())
-        if exc is not None:
-            return self._crashed(tool, exc)
-        if work.changed_since(base):
-            work.advance_clock()
-            session.state.restore(work.snapshot())
-        data = outcome["data"]
-        return ToolResult(data=data if isinstance(data, dict) else {"result": data})
+            return None, DeadlineExceeded(f"{self.server.name}.{tool} did not finish within {self.call_timeout_s} s; "
+                                          "nothing was changed", reason="CALL_TIMEOUT", timeout_s=self.call_timeout_s)
+        return outcome.get("data"), outcome.get("error")
+
+    def _crashed(self, tool: str, exc: BaseException) -> ToolResult:
+        err = Internal(f"{self.server.name}.{tool} failed: {type(exc).__name__}: {exc}", reason="TOOL_CRASHED")
+        return ToolResult(error=err.to_dict())
+
+
+def public_name(server: str, tool: str, *, prefixed: bool) -> str:
+    """The name a tool is published under: ``<server>_<tool>`` when several servers share one name
+    space (``prove serve a b`` mounts each server under its own name, an ``Environment`` of
+    several servers routes the same names), else the tool's own name. Every place that names a
+    tool to a model or an MCP client goes through this function."""
+    return f"{server}_{tool}" if prefixed else tool
+
+
+def build_runtime(server: Server, *, seed: int = 0, options: Any = None, sessions: Any = None) -> ServerRuntime:
+    """The one way the framework builds a ``ServerRuntime``: its session settings (idle TTL,
+    session bound, per-call deadline) come from ``sessions``, the experiment's ``[sessions]``
+    table (a ``prove_core.config.SessionsConfig``; ``None``: that table's defaults)."""
+    if sessions is None:
+        from prove_core.config import SessionsConfig
+
+        sessions = SessionsConfig()
+    return ServerRuntime(server, seed=seed, options=options, ttl_s=sessions.ttl_s, max_sessions=sessions.max_sessions,
+                         call_timeout_s=sessions.call_timeout_s)
 
 
 class Environment:
-    """One or several server runtimes behind one tool name space (prefixed when several)."""
+    """One or several server runtimes behind one tool name space (prefixed when several).
 
-    def __init__(self, runtimes: Iterable[ServerRuntime]) -> None:
+    ``hooks`` is the plugin manager's hook relay (``Plugins.hook``): every episode played on the
+    environment (a rollout, a synthesis replay, a scripted episode) reports its start and end to
+    the plugins implementing ``prove_episode_start`` / ``prove_episode_end``.
+    """
+
+    def __init__(self, runtimes: Iterable[ServerRuntime], *, hooks: Any = None) -> None:
         self.runtimes = {rt.name: rt for rt in runtimes}
         if not self.runtimes:
             raise ValueError("an environment needs at least one server")
         self.prefixed = len(self.runtimes) > 1
+        self.hooks = hooks
         self._routes: dict[str, tuple[ServerRuntime, str]] = {}
         for rt in self.runtimes.values():
             for name in rt.server.tools:
@@ -387,7 +426,7 @@ class Environment:
         return self.route(public)[0].name
 
     def public_name(self, server: str, tool: str) -> str:
-        return f"{server}_{tool}" if self.prefixed else tool
+        return public_name(server, tool, prefixed=self.prefixed)
 
     def specs(self) -> list[ToolSpec]:
         out = []
@@ -397,7 +436,8 @@ class Environment:
         return out
 
     def new_session(self, session_id: str | None = None) -> str:
-        sid = session_id or secrets.token_urlsafe(18)
+        # Only a missing id gets a fresh one: "" is an id like any other (as in ServerRuntime).
+        sid = secrets.token_urlsafe(18) if session_id is None else session_id
         for rt in self.runtimes.values():
             rt.new_session(session_id=sid)
         return sid
@@ -416,15 +456,44 @@ class Environment:
         runtime, name = route
         return runtime.call(session_id, name, arguments)
 
+    # -- lifecycle hooks ---------------------------------------------------------------------------
+    @property
+    def server(self) -> str:
+        """The ``server`` argument of the lifecycle hooks: the server's name, or the names of the
+        mounted servers joined with commas, sorted."""
+        return ",".join(sorted(self.runtimes))
+
+    def _lifecycle(self, name: str) -> Any:
+        """The hook caller ``name`` when a plugin implements it, else ``None`` (so an episode costs
+        one attribute lookup and a list check when nobody listens)."""
+        caller = getattr(self.hooks, name, None) if self.hooks is not None else None
+        return caller if caller is not None and caller.get_hookimpls() else None
+
+    def episode_start(self, session_id: str, task: Any) -> None:
+        """Fire ``prove_episode_start`` for an episode on ``session_id`` (already open)."""
+        caller = self._lifecycle("prove_episode_start")
+        if caller is not None:
+            caller(server=self.server, session_id=session_id, task=task)
+
+    def episode_end(self, session_id: str, task: Any, result: Any) -> None:
+        """Fire ``prove_episode_end`` with the episode's result (its session is still open)."""
+        caller = self._lifecycle("prove_episode_end")
+        if caller is not None:
+            caller(server=self.server, session_id=session_id, task=task, result=result)
+
 
 class Environments:
     """``environments(task)``: an ``Environment`` of the task's servers at the task's seed (with the
-    experiment's seed options), cached; each rollout opens its own session on it."""
+    experiment's seed options), cached; each rollout opens its own session on it. Runtimes are
+    built by ``build_runtime`` with ``sessions`` (the experiment's ``[sessions]``); ``hooks`` is
+    the plugin hook relay the environments report episodes to."""
 
-    def __init__(self, registry: Any, options: dict[str, Any] | None = None, *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+    def __init__(self, registry: Any, options: dict[str, Any] | None = None, *, sessions: Any = None,
+                 hooks: Any = None) -> None:
         self.registry = registry
         self.options = options or {}
-        self.max_sessions = max_sessions
+        self.sessions = sessions
+        self.hooks = hooks
         self._cache: dict[tuple[tuple[str, ...], int, str], Environment] = {}
         self._lock = threading.Lock()
 
@@ -435,10 +504,10 @@ class Environments:
             env = self._cache.get(key)
             if env is None:
                 env = self._cache[key] = Environment([
-                    ServerRuntime(server, seed=task.seed, options=self._options(task, name, server),
-                                  max_sessions=self.max_sessions)
+                    build_runtime(server, seed=task.seed, options=self._options(task, name, server),
+                                  sessions=self.sessions)
                     for name, server in ((n, self.registry.load("servers", n)) for n in task.servers)
-                ])
+                ], hooks=self.hooks)
         return env
 
     def _options(self, task: Any, name: str, server: Any) -> Any:
@@ -451,4 +520,13 @@ class Environments:
         return self.options.get(name)
 
 
-__all__ = ["Environment", "Environments", "ErrorCode", "ServerRuntime", "Session", "ToolResult"]
+def example_at(tool: Any, runtime: ServerRuntime, session_id: str, index: int) -> dict[str, Any]:
+    """The arguments of example ``index`` of ``tool`` (a ``ToolDef``) for this session. A callable
+    example computes them from the session's state and may prepare that state (e.g. create the
+    loan a renewal needs), so the arguments are only valid on the session they were computed on."""
+    example = tool.examples[index]
+    return dict(example(runtime.state(session_id)) if callable(example) else example)
+
+
+__all__ = ["Environment", "Environments", "ErrorCode", "ServerRuntime", "Session", "ToolResult", "build_runtime",
+           "example_at", "public_name"]

@@ -23,13 +23,13 @@ import structlog
 from fastmcp import FastMCP
 from fastmcp.exceptions import NotFoundError
 from fastmcp.server.dependencies import get_context, get_http_headers
-from fastmcp.server.middleware import Middleware
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import Tool
 from fastmcp.tools.base import ToolResult as McpToolResult
-from mcp.types import TextContent, ToolAnnotations
+from mcp.types import CallToolRequestParams, TextContent, ToolAnnotations
 
+from prove_core.env.runtime import ServerRuntime, ToolResult, public_name, unknown_tool
 from prove_core.errors import InvalidArgument
-from prove_core.env.runtime import ServerRuntime, ToolResult, unknown_tool
 
 log = structlog.get_logger()
 
@@ -95,7 +95,8 @@ class RuntimeTool(Tool):
 class TypedUnknownTool(Middleware):
     """An unknown tool name gets the same typed UNKNOWN_TOOL result as on the fast path."""
 
-    async def on_call_tool(self, context: Any, call_next: Any) -> McpToolResult:
+    async def on_call_tool(self, context: MiddlewareContext[CallToolRequestParams],
+                           call_next: CallNext[CallToolRequestParams, McpToolResult]) -> McpToolResult:
         try:
             return await call_next(context)
         except NotFoundError:
@@ -115,7 +116,7 @@ def build_server(runtime: ServerRuntime) -> FastMCP:
                 name=spec.name,
                 description=spec.description,
                 parameters=spec.parameters,
-                annotations=ToolAnnotations(**spec.annotations.to_mcp()),
+                annotations=ToolAnnotations.model_validate(spec.annotations.to_mcp()),  # keys are the MCP aliases
                 meta={"prove": {"reads": list(spec.reads), "produces": list(spec.produces), "mutates": list(spec.mutates)}},
                 runtime=runtime,
                 tool_name=spec.name,
@@ -143,7 +144,7 @@ def _with_schema_lookup(mcp: FastMCP, runtimes: Sequence[ServerRuntime]) -> Fast
     low_level = getattr(mcp, "_mcp_server", None)
     if low_level is not None and getattr(low_level, "get_tool_input_schema", False) is None:
         prefixed = len(runtimes) > 1
-        schemas = {f"{rt.name}_{spec.name}" if prefixed else spec.name: spec.parameters
+        schemas = {public_name(rt.name, spec.name, prefixed=prefixed): spec.parameters
                    for rt in runtimes for spec in rt.specs()}
         low_level.get_tool_input_schema = schemas.get
     return mcp

@@ -1,6 +1,6 @@
 """``prove eval``: the evaluator contract (component kind ``evaluators``), results and reports.
 
-An **evaluator** plays a policy (a model client, ``prove_plugins.models.clients``) on a benchmark and
+An **evaluator** plays a policy (a model client: component kind ``clients``) on a benchmark and
 yields one ``Outcome`` per task::
 
     @attrs.frozen
@@ -33,16 +33,16 @@ import math
 import random
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import attrs
 import structlog
 
+from prove_core.env.rollout import Policy, PolicyTurn
 from prove_core.errors import ConfigError
 from prove_core.model import JsonlWriter, read_jsonl
-from prove_core.env.rollout import Policy, PolicyTurn
 
 log = structlog.get_logger()
 
@@ -71,12 +71,16 @@ class Outcome:
                 "metrics": self.metrics, "details": self.details}
 
 
+def _turns(turns: Iterable[Iterable[PolicyTurn]]) -> tuple[tuple[PolicyTurn, ...], ...]:
+    return tuple(tuple(t) for t in turns)
+
+
 @attrs.frozen(kw_only=True)
 class Reference:
     """The reference solution of a task as assistant turns: ``turns[k]`` are the turns that answer
     user turn ``k``, in order. Scripted baselines (the oracle, the spammer) play from it."""
 
-    turns: tuple[tuple[PolicyTurn, ...], ...] = attrs.field(converter=lambda ts: tuple(tuple(t) for t in ts))
+    turns: tuple[tuple[PolicyTurn, ...], ...] = attrs.field(converter=_turns)
 
     @property
     def calls(self) -> list[Any]:
@@ -100,6 +104,7 @@ class EvalContext:
     model: str
     wanted: Callable[[str], bool] = lambda task_id: True
     echo: Callable[[str], None] = lambda _line: None
+    hooks: Any = None  # the plugins' hook relay: environments built for rollouts report episodes to it
 
 
 class Evaluator(Protocol):
@@ -169,29 +174,34 @@ class _Planned:
 def _plan(settings: Any, registry: Any) -> list[_Planned]:
     """Phase 2 of ``[eval]``: every model client and evaluator built before anything runs, so a
     typo fails in a second, not after the first model finished."""
-    from prove_core.config import config_problems, listed_more_than_once, raise_problems
-    from prove_plugins.models.clients import build_policy
-    from prove_core.reward.core import load_component
+    from prove_core.config import listed_more_than_once, raise_problems
 
     problems: list[str] = []
     policies = {}
     for i, model in enumerate(settings.models):
-        try:
-            policies[model.name] = build_policy(model, registry, path=f"$.eval.models[{i}]")
-        except ConfigError as exc:
-            problems.extend(config_problems(exc))
+        policy = registry.build_entry("clients", model.client, model.options, where=f"$.eval.models[{i}]",
+                                      problems=problems, name_key="client", registry=registry)
+        if policy is not None:
+            policies[model.name] = policy
     evaluators = {}
     for i, bench in enumerate(settings.benchmarks):
-        loaded = load_component(registry, "evaluators", bench.name, bench.options, where=f"$.eval.benchmarks[{i}]",
-                                problems=problems)
-        if loaded is not None:
-            evaluators[bench.label or bench.name] = loaded[1]
+        evaluator = registry.build_entry("evaluators", bench.name, bench.options, where=f"$.eval.benchmarks[{i}]",
+                                         problems=problems)
+        if evaluator is not None:
+            evaluators[bench.label or bench.name] = evaluator
     for kind, names in (("model", [m.name for m in settings.models]),
                         ("benchmark", [b.label or b.name for b in settings.benchmarks])):
         problems += listed_more_than_once(names, where="$.eval", what=kind, hint=" (give one a different name/label)")
     raise_problems(problems)
     return [_Planned(model=m, policy=policies[m.name], benchmark=label, evaluator=ev)
             for m in settings.models for label, ev in evaluators.items()]
+
+
+def build_client(model: Any, registry: Any, *, path: str = "$.eval.models[0]") -> Any:
+    """The policy of one ``[[eval.models]]`` entry (a ``ModelConfig``): its ``client`` built by the
+    registry's loader (kind ``clients``) with its ``options`` (errors name ``{path}.options``); an
+    unknown client raises ``UnknownComponent`` listing the registered ones."""
+    return registry.build("clients", model.client, model.options, path=f"{path}.options", registry=registry)
 
 
 def results_path(out_dir: Path, model: str, benchmark: str) -> Path:
@@ -213,9 +223,13 @@ def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None]
         path = results_path(out_dir, item.model.name, item.benchmark)
         with JsonlWriter(path, key="task_id") as writer:
             done_before = len(writer.seen)
+
+            def wanted(task_id: str, w: JsonlWriter = writer) -> bool:
+                return task_id not in w
+
             context = EvalContext(registry=plugins.registry, experiment=experiment, model=item.model.name,
                                   out_dir=out_dir / "benchmarks" / _slug(item.benchmark),
-                                  wanted=lambda task_id, w=writer: task_id not in w, echo=echo)
+                                  wanted=wanted, echo=echo, hooks=plugins.hook)
             context.out_dir.mkdir(parents=True, exist_ok=True)
             played = passed = 0
             for outcome in item.evaluator.evaluate(item.policy, context):
@@ -309,7 +323,8 @@ def markdown(report: Mapping[str, Any]) -> str:
                     if not cell["n"]:
                         continue
                     values = [cell["score"] if name == "score" else cell["metrics"].get(name) for name in metric_names]
-                    lines.append(f"| {model} | {category} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in values) + " |")
+                    cells = " | ".join("–" if v is None else f"{v:.3f}" for v in values)
+                    lines.append(f"| {model} | {category} | {cells} |")
             lines.append("")
     return "\n".join(lines)
 

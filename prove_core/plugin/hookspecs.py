@@ -7,11 +7,14 @@ callable for one kind of component::
 
     @hookimpl
     def prove_register_rewards(register):
-        register("my_reward", "my_pkg.rewards:MyReward", summary="...")
+        register("my_pkg.rewards:MyReward", name="my_reward", summary="...")
 
 ``register(target, name=None, summary="")`` takes either the object itself or a lazy
 ``"module:attr"`` string (imported only when the component is used, so listing plugins never
-imports heavy dependencies such as torch). Servers are registered as ``Server`` objects.
+imports heavy dependencies such as torch). Servers are registered as ``Server`` objects; every
+other kind as a component class (a ``name``, an optional attrs ``Config``,
+``__init__(self, config)``) that the registry builds with ``Registry.build`` — the contracts
+of each kind are in docs/plugins.md.
 """
 
 from __future__ import annotations
@@ -74,10 +77,25 @@ def prove_register_evaluators(register: Register) -> None:
 
 
 @hookspec
+def prove_register_clients(register: Register) -> None:
+    """Register model clients: policies an evaluator plays (``[[eval.models]]`` ``client = ...``:
+    local checkpoints, OpenAI-compatible endpoints, scripted baselines)."""
+
+
+@hookspec
 def prove_episode_start(server: str, session_id: str, task: Any) -> None:
-    """Called when an episode (a rollout or a scripted run) starts on a fresh session."""
+    """Called when an episode starts on a fresh session: every rollout (training, evaluation,
+    ``prove_core.env.rollout.rollout``), every synthesis replay and every scripted episode played
+    on an environment built with the plugins' hooks. ``server`` is the server's name (several
+    mounted servers: their names, sorted, joined with commas); ``session_id`` the episode's live
+    session; ``task`` the ``prove_core.model.Task`` being played (for a scripted episode, whose
+    ground truth is recorded as it runs: its servers, seed and initial state, no calls yet)."""
 
 
 @hookspec
 def prove_episode_end(server: str, session_id: str, task: Any, result: Any) -> None:
-    """Called when an episode ends, with its result (the calls made and their outcomes)."""
+    """Called when an episode ends, before its session is closed, with the same ``server`` and
+    ``session_id`` and its result: a ``prove_core.env.rollout.Played`` for a rollout (transcript,
+    parsed calls, final state hash), a ``prove_core.synth.validation.Verdict`` for a replay, a
+    ``prove_core.env.episode.EpisodeResult`` (steps and outcomes) for a scripted episode, whose
+    ``task`` is then the finished one with its ground-truth calls."""

@@ -2,8 +2,10 @@
 
 Bundled plugins (our servers and glue) come from the explicit ``BUNDLED`` tuple, so they load
 even with autoload disabled. Third-party plugins are modules advertised in the entry-point
-namespace ``prove.plugins``; stevedore finds and imports them, and an import failure is
-recorded by name without breaking the other plugins. pluggy then calls each plugin's
+namespace ``prove.plugins``; stevedore finds and imports them. A plugin that fails to import,
+or cannot be added (a misspelled hook, a registration hook that raises, a component that breaks
+its contract or reuses a name), is left out and recorded in ``failures`` by name with the reason,
+without breaking the other plugins. pluggy then calls each plugin's
 ``prove_register_*`` hooks with a ``register`` callable into the ``Registry``.
 
 Environment switches:
@@ -14,11 +16,12 @@ Environment switches:
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import types
-from importlib.metadata import entry_points
 from collections.abc import Iterable
+from importlib.metadata import entry_points
 from typing import Any
 
 import attrs
@@ -26,8 +29,8 @@ import pluggy
 import structlog
 from stevedore import NamedExtensionManager
 
-from prove_core.plugin import hookspecs
 from prove_core.errors import HookNameError, PluginError, PluginHookFailed
+from prove_core.plugin import hookspecs
 from prove_core.plugin.registry import KINDS, Registry
 
 NAMESPACE = "prove.plugins"
@@ -63,6 +66,7 @@ BUNDLED = (
     "prove_plugins.eval_bfcl",
     "prove_plugins.eval_tau2",
     "prove_plugins.trainers",
+    "prove_plugins.models.clients",
 )
 AUTOLOAD_ENV = "PROVE_DISABLE_PLUGIN_AUTOLOAD"
 BLOCK_ENV = "PROVE_BLOCK_PLUGINS"
@@ -81,10 +85,12 @@ class _PluginManager(pluggy.PluginManager):
     """Treats every ``prove_*`` function of a plugin as a hook implementation, decorated or
     not, so a misspelled hook name fails ``check_pending`` instead of being ignored."""
 
-    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
         opts = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name.startswith("prove_") and isinstance(getattr(plugin, name, None), types.FunctionType):
-            opts = {}
+            # pluggy's defaults for an undecorated implementation (what it fills into ``{}``)
+            opts = pluggy.HookimplOpts(wrapper=False, hookwrapper=False, optionalhook=False, tryfirst=False,
+                                       trylast=False, specname=None)
         return opts
 
 
@@ -117,7 +123,7 @@ class Plugins:
             except Exception as exc:  # reported by name; the other plugins still load
                 self._failed(module_name, "prove", exc)
                 continue
-            self.add(module, name=module_name, distribution="prove")
+            self._add_isolated(module, module_name, "prove")
         if autoload is None:
             autoload = not _autoload_disabled()
         if autoload:
@@ -145,13 +151,19 @@ class Plugins:
             name_order=True,
         )
         for ext in manager:
-            try:
-                self.add(ext.plugin, name=ext.name, distribution=dists.get(ext.name, "?"))
-            except PluginHookFailed as exc:
-                self._failed(ext.name, dists.get(ext.name, "?"), exc)
+            self._add_isolated(ext.plugin, ext.name, dists.get(ext.name, "?"))
+
+    def _add_isolated(self, plugin: Any, name: str, distribution: str) -> None:
+        """``add``, with a plugin that cannot be added (a misspelled hook, a hook that raises, a
+        component that breaks the contract or clashes with another's name) left out and recorded
+        in ``failures``: one broken plugin never stops the others, or any ``prove`` command."""
+        try:
+            self.add(plugin, name=name, distribution=distribution)
+        except PluginError as exc:
+            self._failed(name, distribution, exc)
 
     def _failed(self, plugin: str, distribution: str, exc: BaseException) -> None:
-        error = str(exc) if isinstance(exc, PluginHookFailed) else f"{type(exc).__name__}: {exc}"
+        error = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
         self.failures.append(LoadFailure(plugin, distribution, error))
         log.warning("plugin failed to load", plugin=plugin, distribution=distribution, error=error)
 
@@ -159,13 +171,16 @@ class Plugins:
         """Register one plugin object (usually a module) and run its registration hooks."""
         if self.pm.has_plugin(name) or self.pm.is_registered(plugin):
             return
+        unknown = self._unknown_hooks(plugin)
+        if unknown:
+            raise HookNameError(f"plugin {name!r} was not loaded: " + "; ".join(unknown))
         try:
             self.pm.register(plugin, name=name)
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             if self.pm.has_plugin(name):
                 self.pm.unregister(name=name)
-            raise HookNameError(f"plugin {name!r}: {exc}") from exc
+            raise HookNameError(f"plugin {name!r} was not loaded: {exc}") from exc
         self.distributions[name] = distribution
         # Call each registration hook of this plugin alone, so a failure names the plugin.
         for kind in KINDS:
@@ -182,6 +197,18 @@ class Plugins:
             except Exception as exc:
                 self.remove(name)
                 raise PluginHookFailed(f"plugin {name!r} failed in {hook_name}: {type(exc).__name__}: {exc}") from exc
+
+    def _unknown_hooks(self, plugin: Any) -> list[str]:
+        """A line for every ``prove_*`` function of ``plugin`` that is not a hook (a typo)."""
+        hooks = sorted(n for n in dir(hookspecs) if n.startswith("prove_"))
+        out = []
+        for attr in sorted(dir(plugin)):
+            if attr in hooks or self.pm.parse_hookimpl_opts(plugin, attr) is None:
+                continue
+            close = difflib.get_close_matches(attr, hooks, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            out.append(f"{attr} is not a PROVE hook{hint}")
+        return out
 
     def remove(self, name: str) -> None:
         self.registry.unregister_plugin(name)

@@ -7,9 +7,10 @@ working: names not found here are looked up in ``core``, which is imported only 
 
 
 import importlib
+from typing import Any
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     core = importlib.import_module("prove_core.reward.core")
     try:
         return getattr(core, name)

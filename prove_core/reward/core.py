@@ -39,16 +39,17 @@ from typing import Any, ClassVar, Protocol
 import attrs
 import structlog
 
-from prove_core.errors import ConfigError, ProveError, UnknownComponent
+from prove_core.env.runtime import Environment, ServerRuntime, ToolResult, build_runtime
+from prove_core.errors import ConfigError, ProveError
 from prove_core.model import GroundTruthCall, Task, ToolCall, from_json
+from prove_core.plugin.registry import NoConfig  # noqa: F401 - the options of a component without any
 from prove_core.reward.parsing import Attempt, AttemptViews, ParsedTurn, ParseFailure, Parser, decode_openai_tool_call, safe_parse
-from prove_core.env.runtime import Environment, ServerRuntime, ToolResult
 from prove_core.toolkit.state import Snapshot, State
 
 log = structlog.get_logger()
 
 NO_CALL_EXPECTED = frozenset({"clarify", "abstain"})
-# The paper's reward (DESIGN §1.3): R = 0.5 val + 0.5 cov + 0.15 eff + 0.2 name + 0.1 arg, with
+# The paper's reward (docs/reward.md): R = 0.5 val + 0.5 cov + 0.15 eff + 0.2 name + 0.1 arg, with
 # abstention scoring the tasks that expect no call. Weights live on the components.
 DEFAULT_COMPONENTS = ("validity", "coverage", "efficiency", "tool_name", "arguments", "abstention")
 GROUND_TRUTH_CACHE = 4096  # tasks whose ground-truth end state is kept
@@ -61,6 +62,10 @@ def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...] | None:
     return None if value is None else tuple(value)
 
 
+def _attempts(value: Iterable[Attempt]) -> tuple[Attempt, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class Rollout(AttemptViews):
     """What a model did for one task. ``attempts`` are its calls in order, each a ``ToolCall`` or
@@ -70,7 +75,7 @@ class Rollout(AttemptViews):
 
     id: str
     task: Task
-    attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=tuple)
+    attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=_attempts)
     turns: tuple[int, ...] | None = attrs.field(default=None, converter=_tuple)
     tools: tuple[dict[str, Any], ...] | None = attrs.field(default=None, converter=_tuple)
     content: str = ""
@@ -129,8 +134,8 @@ class Score:
 
 
 class RewardComponent(Protocol):
-    """What a registered reward component provides (a class: the combiner instantiates it with
-    its structured ``Config``)."""
+    """What a registered reward component provides (a class: ``Registry.build`` makes the
+    instance from its structured ``Config``)."""
 
     name: ClassVar[str]
     Config: ClassVar[type]
@@ -139,11 +144,6 @@ class RewardComponent(Protocol):
     def range(self) -> tuple[float, float]: ...
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score: ...
-
-
-@attrs.frozen(kw_only=True)
-class NoConfig:
-    """The options class of a component without options."""
 
 
 # -- matching helpers shared by components -----------------------------------------------------------
@@ -170,7 +170,7 @@ def matching_values(step: GroundTruthCall, call: ToolCall) -> int:
 
 @attrs.frozen(kw_only=True)
 class Alignment:
-    """Ground-truth steps matched to the model's calls (DESIGN §1.3, coverage).
+    """Ground-truth steps matched to the model's calls (docs/reward.md, coverage).
 
     ``position[g]`` is the index in ``rollout.attempts`` of the call matched to step ``g`` (same
     tool, every argument key of ``g`` present), or ``None``; ``ordered[g]`` is true when ``g`` is
@@ -185,7 +185,9 @@ class Alignment:
         for step in task.calls:
             pos = self.position.get(step.id)
             if pos is not None:
-                out.append((step, rollout.attempts[pos], pos))  # type: ignore[arg-type]
+                call = rollout.attempts[pos]
+                assert isinstance(call, ToolCall)  # align() matches steps to tool calls only
+                out.append((step, call, pos))
         return out
 
 
@@ -193,27 +195,30 @@ def align(task: Task, attempts: Sequence[Attempt]) -> Alignment:
     """Greedy alignment in ground-truth order (steps are topologically sorted). Each step takes
     an unused call of its tool that has all its argument keys, preferring one placed after its
     dependencies' calls, then one with more exactly matching values, then the earliest."""
+    calls: dict[int, ToolCall] = {}
     by_tool: dict[str, list[int]] = {}
     for pos, attempt in enumerate(attempts):
         if isinstance(attempt, ToolCall):
+            calls[pos] = attempt
             by_tool.setdefault(attempt.name, []).append(pos)
     used: set[int] = set()
     position: dict[str, int | None] = {}
     ordered: dict[str, bool] = {}
     for step in task.calls:
         keys = step.arguments.keys()
-        candidates = [p for p in by_tool.get(step.tool, ()) if p not in used and keys <= attempts[p].arguments.keys()]  # type: ignore[union-attr]
+        candidates = [p for p in by_tool.get(step.tool, ()) if p not in used and keys <= calls[p].arguments.keys()]
         if not candidates:
             position[step.id], ordered[step.id] = None, False
             continue
         # in order: every dependency matched, all of them at positions before the step's call
         deps = [position.get(d) for d in step.depends_on]
-        matched_deps = None not in deps
-        last_dep = max(deps, default=-1) if matched_deps else -1  # type: ignore[type-var]
+        found = [d for d in deps if d is not None]
+        matched_deps = len(found) == len(deps)
+        last_dep = max(found, default=-1) if matched_deps else -1
         if len(candidates) == 1:
             best = candidates[0]
         else:
-            best = max(candidates, key=lambda p: (matched_deps and p > last_dep, matching_values(step, attempts[p]), -p))  # type: ignore[arg-type]
+            best = max(candidates, key=lambda p: (matched_deps and p > last_dep, matching_values(step, calls[p]), -p))
         used.add(best)
         position[step.id], ordered[step.id] = best, matched_deps and best > last_dep
     return Alignment(position=position, ordered=ordered)
@@ -289,12 +294,14 @@ class LiveServers:
     """Server runtimes for scoring, built from the registry on first use and kept for reuse.
 
     ``options`` maps a server name to its seed-options object (default: the server's defaults);
-    sessions are forked from the cached seed snapshot, so a fork costs microseconds.
+    ``sessions`` is the experiment's ``[sessions]`` (``None``: its defaults). Sessions are forked
+    from the cached seed snapshot, so a fork costs microseconds.
     """
 
-    def __init__(self, registry: Any, *, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, registry: Any, *, options: Mapping[str, Any] | None = None, sessions: Any = None) -> None:
         self.registry = registry
         self.options = dict(options or {})
+        self.sessions = sessions
         self._runtimes: dict[str, ServerRuntime] = {}
         self._envs: dict[tuple[str, ...], Environment] = {}
         self._schemas: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
@@ -306,7 +313,7 @@ class LiveServers:
         runtime = self._runtimes.get(name)
         if runtime is None:
             server = self.registry.load("servers", name)
-            runtime = ServerRuntime(server, options=self.options.get(name), max_sessions=1_000_000, ttl_s=86_400.0)
+            runtime = build_runtime(server, options=self.options.get(name), sessions=self.sessions)
             self._runtimes[name] = runtime
         return runtime
 
@@ -547,57 +554,30 @@ class Reward:
         return [self.score(r).total for r in rollouts]
 
 
-def instantiate(cls: Any, options: Mapping[str, Any] | None = None, *, path: str = "$") -> Any:
-    """A component (reward, perturbation) from its registered class and its options table,
-    structured with the class's own ``Config`` (errors name ``path``)."""
-    from prove_core.config import structure
-
-    config_cls = getattr(cls, "Config", NoConfig)
-    config = structure(dict(options or {}), config_cls, path=path)
-    return cls(config)
-
-
-def load_component(registry: Any, kind: str, name: str, options: Mapping[str, Any] | None, *, where: str,
-                   problems: list[str]) -> tuple[Any, Any] | None:
-    """Phase 2 for one configured component: its class from the registry (``kind``, ``name``) and
-    an instance built with its options. On failure the problem (naming ``where``) goes to
-    ``problems`` and the result is ``None``, so a config's every problem is reported at once."""
-    from prove_core.config import config_problems
-
-    try:
-        cls = registry.load(kind, name)
-    except UnknownComponent as exc:
-        problems.append(f"{where}.name: {exc}")
-        return None
-    try:
-        return cls, instantiate(cls, options, path=f"{where}.options")
-    except ConfigError as exc:
-        problems.extend(config_problems(exc))
-        return None
-
-
-def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[str, Any] | None = None) -> Reward:
-    """Phase 2 of the ``[reward]`` config: look each component up in the registry and structure
-    its options with its ``Config``. ``config`` is a ``RewardConfig`` (``None``: paper defaults)."""
+def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[str, Any] | None = None,
+                 sessions: Any = None) -> Reward:
+    """Phase 2 of the ``[reward]`` config: build each component through the registry's loader,
+    its options structured with its ``Config``. ``config`` is a ``RewardConfig`` (``None``: paper defaults);
+    ``sessions`` the experiment's ``[sessions]`` its live forks run under (``None``: defaults)."""
     from prove_core.config import RewardComponentConfig, RewardConfig, listed_more_than_once, raise_problems
 
     config = config if config is not None else RewardConfig()
     entries = config.components if config.components is not None else [RewardComponentConfig(name=n) for n in DEFAULT_COMPONENTS]
-    built, problems = [], []
+    built: list[WeightedComponent] = []
+    problems: list[str] = []
     for i, entry in enumerate(entries):
         where = f"$.reward.components[{i}]"
-        loaded = load_component(registry, "rewards", entry.name, entry.options, where=where, problems=problems)
-        if loaded is None:
+        component = registry.build_entry("rewards", entry.name, entry.options, where=where, problems=problems)
+        if component is None:
             continue
-        cls, component = loaded
-        weight = entry.weight if entry.weight is not None else float(getattr(cls, "default_weight", 1.0))
+        weight = entry.weight if entry.weight is not None else float(getattr(component, "default_weight", 1.0))
         if not math.isfinite(weight):
             problems.append(f"{where}.weight: must be a finite number, got {weight}")
             continue
         built.append(WeightedComponent(name=entry.name, weight=weight, component=component))
     problems += listed_more_than_once([e.name for e in entries], where="$.reward.components", what="component")
     raise_problems(problems)
-    return Reward(built, LiveServers(registry, options=server_options))
+    return Reward(built, LiveServers(registry, options=server_options, sessions=sessions))
 
 
 # -- the rollout JSONL format -------------------------------------------------------------------------
@@ -671,7 +651,7 @@ def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Pa
     seen: set[str] = set()
     for i, attempt in enumerate(attempts):
         if isinstance(attempt, ToolCall):
-            if attempt.id in seen:
-                attempts[i] = attrs.evolve(attempt, id=f"{attempt.id}_{i}")
-            seen.add(attempts[i].id)  # type: ignore[union-attr]
+            call = attrs.evolve(attempt, id=f"{attempt.id}_{i}") if attempt.id in seen else attempt
+            attempts[i] = call
+            seen.add(call.id)
     return Rollout(id=rollout_id, task=task, attempts=attempts, turns=turns, tools=tools, content="\n".join(content))

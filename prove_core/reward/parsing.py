@@ -8,7 +8,7 @@ parsers (Hermes/Qwen, Llama 3, Mistral, Granite, OpenAI) live in ``prove_plugins
 
     @hookimpl
     def prove_register_parsers(register):
-        register(MyFormatParser)   # a class or object with ``name`` and ``parse(text)``
+        register(MyFormatParser)   # a class: ``name``, ``__init__(self, config)``, ``parse(text)``
 
 This module also decodes OpenAI ``tool_calls`` entries, the structured form every chat API and
 our JSONL files use, so the rollout reader and the ``openai`` parser share one decoder.
@@ -17,6 +17,7 @@ our JSONL files use, so the rollout reader and the ``openai`` parser share one d
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -51,16 +52,23 @@ class ParseFailure:
 Attempt = ToolCall | ParseFailure
 
 
+class HasAttempts(Protocol):
+    """Anything with an ``attempts`` sequence (what ``AttemptViews`` reads)."""
+
+    @property
+    def attempts(self) -> Sequence[Attempt]: ...
+
+
 class AttemptViews:
     """``calls`` and ``failures`` of a class with an ``attempts`` sequence (a turn, a rollout)."""
 
     @property
-    def calls(self) -> list[ToolCall]:
-        return [a for a in self.attempts if isinstance(a, ToolCall)]  # type: ignore[attr-defined]
+    def calls(self: HasAttempts) -> list[ToolCall]:
+        return [a for a in self.attempts if isinstance(a, ToolCall)]
 
     @property
-    def failures(self) -> list[ParseFailure]:
-        return [a for a in self.attempts if isinstance(a, ParseFailure)]  # type: ignore[attr-defined]
+    def failures(self: HasAttempts) -> list[ParseFailure]:
+        return [a for a in self.attempts if isinstance(a, ParseFailure)]
 
 
 @attrs.frozen(kw_only=True)
@@ -80,8 +88,8 @@ class Parser(Protocol):
 
 
 def snippet(text: Any) -> str:
-    text = text if isinstance(text, str) else repr(text)
-    return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 3] + "..."
+    shown = text if isinstance(text, str) else repr(text)
+    return shown if len(shown) <= SNIPPET_CHARS else shown[: SNIPPET_CHARS - 3] + "..."
 
 
 def loads(text: str) -> tuple[Any, str | None]:
@@ -160,6 +168,7 @@ def safe_parse(parser: Parser, text: Any) -> ParsedTurn:
 
 
 def load_parser(registry: Any, name: str) -> Parser:
-    """The parser registered as ``name``, instantiated if it was registered as a class."""
-    target = registry.load("parsers", name)
-    return target() if isinstance(target, type) else target
+    """An instance of the parser registered as ``name`` (an alias works too), built by the
+    registry's loader; parsers take no options."""
+    parser: Parser = registry.build("parsers", name)
+    return parser

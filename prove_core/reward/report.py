@@ -25,8 +25,8 @@ from typing import Any
 import structlog
 
 from prove_core.errors import ProveError
-from prove_core.reward.parsing import Parser, load_parser
 from prove_core.reward.core import Reward, RewardResult, rollout_from_record
+from prove_core.reward.parsing import Parser, load_parser
 
 log = structlog.get_logger()
 
@@ -66,7 +66,7 @@ def reward_setup(config: str | Path | None, registry: Any) -> tuple[Reward, Any]
     experiment = load_experiment(config)
     settings = experiment.reward or RewardConfig()
     options = {entry.name: entry.options for entry in resolve(experiment, registry)}
-    return build_reward(settings, registry, server_options=options), settings
+    return build_reward(settings, registry, server_options=options, sessions=experiment.sessions), settings
 
 
 def score_rollouts(path: str | Path, *, reward: Reward, registry: Any, out_dir: str | Path, parser: str = "hermes",
@@ -209,7 +209,8 @@ def _markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {name} | {report['weights'][name]} | {_fmt(s['mean'])} | {_fmt(s['min'])} | {_fmt(s['max'])} | "
                      f"{_fmt(s['std'])} | {s['n']} | {s['errors']} |")
     if report["validity_failures_by_tier"]:
-        lines += ["", "Validity, calls by outcome: " + ", ".join(f"{k} {v}" for k, v in report["validity_failures_by_tier"].items())]
+        tiers = ", ".join(f"{k} {v}" for k, v in report["validity_failures_by_tier"].items())
+        lines += ["", "Validity, calls by outcome: " + tiers]
     for key, problem in report["initial_state_mismatches"].items():
         lines += ["", f"**Initial state mismatch** ({key}): {problem}"]
     if report["histograms"]:
@@ -237,7 +238,7 @@ def _echo_summary(report: dict[str, Any], out: Path, echo: Callable[[str], None]
     for name, s in report["components"].items():
         errors = f"  ({s['errors']} errors)" if s["errors"] else ""
         echo(f"{name.ljust(width)}  {report['weights'][name]:>6}  {_fmt(s['mean']):>6}  {s['n']}{errors}")
-    for key, problem in report["initial_state_mismatches"].items():
+    for problem in report["initial_state_mismatches"].values():
         echo(f"warning: {problem}")
     for item in report["invalid"][:5]:
         echo(f"invalid record, line {item['line']}: {item['error']}")

@@ -1,4 +1,4 @@
-"""The conversation state machine (DESIGN §1.2 step 4).
+"""The conversation state machine (step 4 of docs/synthesis.md).
 
 One conversation walks five groups of states:
 
@@ -29,18 +29,17 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
 from prove_core.config import STRATA, MachineConfig
-from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
+from prove_core.env.runtime import Environment, ToolResult, example_at
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
-from prove_core.env.runtime import Environment, ToolResult
-from prove_core.testing.conformance import example_at
+from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
+from prove_core.synth.validation import SCHEMA_CODES
 from prove_core.toolkit.phrasing import implied_by_wording, slots, templates
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
-from prove_core.synth.validation import SCHEMA_CODES
 
 # Fields of a record a user may know it by, and look it up with.
 LOOKUP_FIELDS = ("name", "full_name", "display_name", "email", "title", "username", "handle", "nickname", "company")
@@ -52,6 +51,30 @@ REPLANS = 3  # fresh phrasings and values tried when a request was incomplete or
 SELF_INFLICTED = {"INVALID_ARGUMENT", "UNKNOWN_TOOL", "NOT_FOUND"}
 # Refusals by the live state's business rules: what recovery data is made of.
 WORLD_CODES = {"FAILED_PRECONDITION", "CONFLICT", "RESOURCE_EXHAUSTED", "PERMISSION_DENIED"}
+
+
+class Teacher(Protocol):
+    """What the machine asks of a teacher (component kind ``teachers``): the text of every turn.
+    The calls, their values and their results never come from it."""
+
+    def persona(self, rng: random.Random) -> str: ...
+    def system_prompt(self, servers: list[str], today: str) -> str: ...
+    def intent(self, tool: str, values: dict[str, Any], rng: random.Random) -> str: ...
+    def render_value(self, value: Any, prop: dict[str, Any], rng: random.Random) -> str: ...
+    def refer(self, entity: str, record: dict[str, Any], *, with_id: bool, rng: random.Random) -> str: ...
+    def that(self, entity: str, rng: random.Random) -> str: ...
+    def vague(self, entity: str, rng: random.Random) -> str: ...
+    def user_request(self, intents: list[str], persona: str, minimal: bool, follow_up: bool, rng: random.Random,
+                     values: tuple[Any, ...] = ..., context: tuple[str, ...] = ...) -> str: ...
+    def clarify_question(self, what: str, rng: random.Random) -> str: ...
+    def clarify_answer(self, param: str, value: str, rng: random.Random) -> str: ...
+    def report(self, results: list[tuple[str, dict[str, Any]]], rng: random.Random) -> str: ...
+    def failure(self, tool: str, error: dict[str, Any], rng: random.Random) -> str: ...
+    def recovery_question(self, error: dict[str, Any], what: str, rng: random.Random) -> str: ...
+    def correction(self, value: str, rng: random.Random) -> str: ...
+    def retry_note(self, error: dict[str, Any], rng: random.Random) -> str: ...
+    def irrelevant_request(self, rng: random.Random) -> str: ...
+    def decline(self, servers: list[str], rng: random.Random) -> str: ...
 
 
 @attrs.define
@@ -77,6 +100,13 @@ class Step:
     corrected: str | None = None  # the parameter the user corrected
     first_ask: tuple[Any, dict[str, Any] | None] | None = None  # its value and record before the correction
 
+    @property
+    def ran(self) -> ToolResult:
+        """The result of the call; only read once the step has run."""
+        if self.result is None:
+            raise AttributeError(f"step {self.id} ({self.tool.name}) has no result: it has not run")
+        return self.result
+
 
 @attrs.frozen(kw_only=True)
 class Drafted:
@@ -96,7 +126,8 @@ def used(step: Any) -> set[str]:
 
 
 def _entity(tool: ToolDef, param: str) -> str | None:
-    return tool.spec.parameters.get("properties", {}).get(param, {}).get(ENTITY_KEY)
+    entity: str | None = tool.spec.parameters.get("properties", {}).get(param, {}).get(ENTITY_KEY)
+    return entity
 
 
 def _scalar(value: Any) -> Any:
@@ -104,7 +135,7 @@ def _scalar(value: Any) -> Any:
 
 
 class ConversationMachine:
-    def __init__(self, env: Environment, teacher: Any, config: MachineConfig, *, seed: int = 0) -> None:
+    def __init__(self, env: Environment, teacher: Teacher, config: MachineConfig, *, seed: int = 0) -> None:
         self.env = env
         self.teacher = teacher
         self.config = config
@@ -163,8 +194,8 @@ class ConversationMachine:
         parameter's type: real names, amounts and notes instead of one constant."""
         key = (rt.name, param)
         if key not in self._field_values:
-            wanted = prop.get("type")
-            python = {"string": str, "integer": int, "number": (int, float)}.get(wanted)
+            kinds: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int, "number": (int, float)}
+            python = kinds.get(prop.get("type", ""))  # no type: no values
             state = self._seed_states[rt.name]
             tables = state._tables  # noqa: SLF001 - the seed state is read, never written
             values: set[Any] = set()
@@ -222,11 +253,10 @@ class ConversationMachine:
     def _with_lookup(self, chain: Chain, first: Step, rng: random.Random) -> tuple[Chain, dict[int, dict[str, Any]]] | None:
         """``chain`` with a read-only lookup in front that finds, from what the user says (a name,
         an e-mail), an entity the first call needs; and the lookup's arguments."""
-        params = [p for p in sorted(first.fixed) if p in first.records and _entity(first.tool, p)]
+        params = [(p, entity) for p in sorted(first.fixed) if p in first.records and (entity := _entity(first.tool, p))]
         rng.shuffle(params)
         rt = first.runtime
-        for param in params:
-            entity = _entity(first.tool, param)
+        for param, entity in params:
             record = first.records[param]
             for tool in self._lookups(rt, entity, first.tool.name):
                 if self.env.public_name(rt.name, tool.name) in chain.tools:
@@ -383,8 +413,8 @@ class ConversationMachine:
             # a refused first ask adds one failed call to the planned ones; it must fit the budget
             may_fail = (errors + 1) / (len(steps) + errors + 1) <= self.max_error_rate
             step = self._run_step(steps, i, sid, rng, may_fail=may_fail)
-            for _ in range(REPLANS if chain is not None else 0):
-                if not (step.result.is_error and step.result.code in SELF_INFLICTED):
+            for _ in range(REPLANS):
+                if chain is None or not (step.ran.is_error and step.ran.code in SELF_INFLICTED):
                     break
                 # the request itself was incomplete or incoherent (a missing detail, someone
                 # else's account): the user would have asked differently
@@ -395,16 +425,16 @@ class ConversationMachine:
                 errors += 1
                 calls += 1
                 outcome = "recovered"
-            if step.result.is_error and step.result.code in SELF_INFLICTED:
+            if step.ran.is_error and step.ran.code in SELF_INFLICTED:
                 self._find_working_values(step, sid)
-                if step.result.is_error:
+                if step.ran.is_error:
                     if len(done) >= 2:  # the conversation is the part that can be asked for
                         return outcome, done, sid
                     env.close(sid)
                     raise Unusable(f"{step.tool.name}: no request the user could make succeeds "
-                                   f"({step.result.code}/{(step.result.error or {}).get('reason')})",
+                                   f"({step.ran.code}/{(step.ran.error or {}).get('reason')})",
                                    reason="no_valid_request")
-            if step.result.is_error:
+            if step.ran.is_error:
                 # a business rule of the live state refused it: keep it (the assistant recovers or
                 # gives up) while the conversation stays within the replay's error budget
                 within = (errors + 1) / (calls + 1) <= self.max_error_rate
@@ -415,16 +445,16 @@ class ConversationMachine:
                     calls += 1
                 elif not keep or (errors + 1) / calls > self.max_error_rate:
                     self._find_working_values(step, sid)
-                    if step.result.is_error:
+                    if step.ran.is_error:
                         if len(done) >= 2:  # end the conversation before the refusal
                             return outcome, done, sid
                         env.close(sid)
                         raise Unusable(f"{step.tool.name}: every request is refused "
-                                       f"({step.result.code}/{(step.result.error or {}).get('reason')}) and too "
+                                       f"({step.ran.code}/{(step.ran.error or {}).get('reason')}) and too "
                                        "few calls come before it to keep the refusal", reason="unavoidable_failure")
                 else:
                     errors += 1
-            if rng.random() < self.config.retry_rate and not step.result.is_error and \
+            if rng.random() < self.config.retry_rate and not step.ran.is_error and \
                     (errors + 1) / (calls + 1) <= self.max_error_rate:
                 # A schema-rejected first attempt changes nothing, so it can be made after the
                 # real call and still stand before it in the conversation.
@@ -437,7 +467,7 @@ class ConversationMachine:
                         errors += 1
                         calls += 1
             done.append(step)
-            if step.result.is_error and self.config.give_up_on_failure:
+            if step.ran.is_error and self.config.give_up_on_failure:
                 return "gave_up", done, sid
         return outcome, done, sid
 
@@ -570,7 +600,7 @@ class ConversationMachine:
             trial = {**step.args, param: candidate}
             result = self.env.call(sid, step.public_name, trial)
             if not result.is_error:
-                step.failed = (dict(step.args), step.result)
+                step.failed = (dict(step.args), step.ran)
                 step.corrected = param
                 step.first_ask = (step.args[param], step.records.get(param))
                 self._take(step, param, candidate, sid)
@@ -629,7 +659,7 @@ class ConversationMachine:
             writer.user_turn(turn_steps, follow_up=t > 0, withheld=withheld if t == 0 else None)
             if t == 0 and withheld is not None:
                 k, param = withheld
-                question = writer.clarify(turn_steps[k], param)
+                writer.clarify(turn_steps[k], param)
                 clarification = Example(
                     id=f"{example_id}-clarify", messages=list(writer.messages), tools=self.tools_openai,
                     task=Task(servers=self.servers, seed=self.task_seed, calls=[], expected="clarify",
@@ -639,9 +669,9 @@ class ConversationMachine:
                 writer.answer(turn_steps[k], param)
             if not writer.run_turn(turn_steps):
                 break  # gave up: the conversation ends with the failure explained
-        calls = []
+        calls: list[GroundTruthCall] = []
         for i, step in enumerate(done):
-            if step.result.is_error:
+            if step.ran.is_error:
                 continue
             deps = sorted({done[j].id for j, _ in step.refs.values()} |
                           ({done[i - 1].id} if i > 0 and chain.edges[i - 1].label == "implicit" else set()))
@@ -812,12 +842,13 @@ class _Writer:
                     result.error or {}, what, self.rng)))
                 text = self._render(step, step.corrected, step.args[step.corrected], fresh=True)
                 self.messages.append(Message(role="user", content=self.teacher.correction(text, self.rng)))
-            self._call(step.public_name, step.args, step.result)
-            if step.result.is_error:
+            result = step.ran
+            self._call(step.public_name, step.args, result)
+            if result.error is not None:
                 self.messages.append(Message(role="assistant", content=self.teacher.failure(
-                    step.public_name, step.result.error, self.rng)))
+                    step.public_name, result.error, self.rng)))
                 return False
-            reported.append((step.public_name, step.result.data))
+            reported.append((step.public_name, result.structured))  # a success's structured content is its data
         self.messages.append(Message(role="assistant", content=self.teacher.report(reported, self.rng)))
         return True
 

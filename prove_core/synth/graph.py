@@ -1,4 +1,4 @@
-"""Tool dependency graphs and the chains extracted from them (DESIGN §1.2 steps 1–2).
+"""Tool dependency graphs and the chains extracted from them (steps 1–2 of docs/synthesis.md).
 
 A ``ToolGraph`` labels every ordered pair of tools of an environment ``explicit`` (an output of
 A is a required input of B), ``implicit`` (A sets up state B needs) or ``none``, with the

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from prove_core.errors import ConfigError
-from prove_core.model import Example, Message, Task
+from prove_core.model import Behaviour, Example, Message, Task
 
 XLAM_TYPES = {"str": "string", "string": "string", "int": "integer", "integer": "integer", "float": "number",
               "number": "number", "bool": "boolean", "boolean": "boolean", "list": "array", "array": "array",
@@ -73,7 +73,7 @@ def _xlam_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def when2call(path: Path, *, system: str, limit: int | None = None) -> Iterator[Example]:
-    behaviours = {"cannot_answer": "abstain", "direct": "abstain", "request_for_info": "clarify"}
+    behaviours: dict[str, Behaviour] = {"cannot_answer": "abstain", "direct": "abstain", "request_for_info": "clarify"}
     count = 0
     for n, record in enumerate(_records(path)):
         expected = behaviours.get(record.get("correct_answer", ""))

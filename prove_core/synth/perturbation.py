@@ -1,4 +1,4 @@
-"""Perturbations of training examples (DESIGN §1.2, robustness knobs): the contract and the driver.
+"""Perturbations of training examples (robustness knobs; docs/reward.md#perturbations): the contract and the driver.
 
 A perturbation (component kind ``perturbations``) rewrites an ``Example`` — its offered tools,
 its messages, its task — and records what it changed in ``task.meta["perturbations"]``::
@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from prove_core.env.runtime import public_name
 from prove_core.model import Example
 from prove_core.toolkit.server import ToolSpec
+
+if TYPE_CHECKING:
+    from prove_core.plugin.registry import Registry
 
 # Applied in this order: the two that change the expected behaviour first (an example gets at
 # most one of them: each applies only to examples that still expect calls), then the two that
@@ -66,28 +70,27 @@ class PerturbationContext:
     """What a perturbation may ask: the registered servers and their tools, and the teacher that
     writes the assistant's reply when a perturbation changes what the assistant should say."""
 
-    def __init__(self, registry: Any, teacher: Any = None) -> None:
+    def __init__(self, registry: Registry, teacher: Any = None) -> None:
         self.registry = registry
         self._teacher = teacher
 
     @property
     def teacher(self) -> Any:
-        if self._teacher is None:
-            from prove_plugins.teacher import ProgrammaticTeacher  # the bundled default writer
-
-            self._teacher = ProgrammaticTeacher()
+        if self._teacher is None:  # the bundled default writer
+            self._teacher = self.registry.build("teachers", "programmatic")
         return self._teacher
 
     def server_names(self) -> list[str]:
         return self.registry.names("servers")
 
     def tools(self, server: str) -> list[ToolSpec]:
-        return self.registry.load("servers", server).specs()
+        specs: list[ToolSpec] = self.registry.load("servers", server).specs()  # a Server's specs()
+        return specs
 
     @staticmethod
     def public_name(servers: list[str], server: str, tool: str) -> str:
         """The name a tool has in an environment of ``servers`` (prefixed when several)."""
-        return f"{server}_{tool}" if len(servers) > 1 else tool
+        return public_name(server, tool, prefixed=len(servers) > 1)
 
     def spec(self, servers: list[str], public_name: str) -> ToolSpec | None:
         """The spec of a tool of ``servers`` by the name the task uses."""
@@ -148,28 +151,30 @@ class Perturber:
         return example
 
 
-def build_perturber(config: PerturbationsConfig | Mapping[str, Any] | None, registry: Any, *,
+def build_perturber(config: PerturbationsConfig | Mapping[str, Any] | None, registry: Registry, *,
                     path: str = "$.perturbations", teacher: Any = None) -> Perturber:
-    """Phase 2: look each perturbation up in the registry and structure its options (errors name
-    ``path``, e.g. ``$.synth.perturbations.perturbations[1].options``)."""
+    """Phase 2: build each perturbation through the registry's loader, its options structured
+    with its ``Config`` (errors name ``path``, e.g. ``$.synth.perturbations.perturbations[1].options``)."""
     from prove_core.config import raise_problems, structure
-    from prove_core.reward.core import load_component
 
+    settings: PerturbationsConfig
     if config is None:
-        config = PerturbationsConfig()
+        settings = PerturbationsConfig()
     elif isinstance(config, Mapping):
-        config = structure(dict(config), PerturbationsConfig, path=path)
-    entries = config.perturbations
+        settings = structure(dict(config), PerturbationsConfig, path=path)
+    else:
+        settings = config
+    entries = settings.perturbations
     if entries is None:
         entries = [PerturbationEntry(name=n) for n in DEFAULT_PERTURBATIONS]
-    built, problems = [], []
+    built: list[tuple[str, float, Any]] = []
+    problems: list[str] = []
     for i, entry in enumerate(entries):
-        loaded = load_component(registry, "perturbations", entry.name, entry.options,
-                                where=f"{path}.perturbations[{i}]", problems=problems)
-        if loaded is None:
+        perturbation = registry.build_entry("perturbations", entry.name, entry.options,
+                                            where=f"{path}.perturbations[{i}]", problems=problems)
+        if perturbation is None:
             continue
-        cls, perturbation = loaded
-        rate = entry.rate if entry.rate is not None else float(getattr(cls, "default_rate", 0.0))
+        rate = entry.rate if entry.rate is not None else float(getattr(perturbation, "default_rate", 0.0))
         built.append((entry.name, rate, perturbation))
     raise_problems(problems)
-    return Perturber(built, PerturbationContext(registry, teacher), seed=config.seed)
+    return Perturber(built, PerturbationContext(registry, teacher), seed=settings.seed)

@@ -1,4 +1,4 @@
-"""``prove synth``: the grounded synthesis pipeline (DESIGN §1.2).
+"""``prove synth``: the grounded synthesis pipeline (docs/synthesis.md).
 
     graph (extractor) -> chains (extractor) -> live sampling (sampler)
       -> conversations (state machine + teacher) -> replay validation -> provenance/grounding
@@ -22,22 +22,54 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 import attrs
 import structlog
 
-from prove_core.config import Experiment, ResolvedServer, SynthConfig, resolve
-from prove_core.synth.conversation import ConversationMachine, Unusable
-from prove_core.errors import ConfigError
-from prove_core.synth.graph import Chain, GraphCache, coverage_report, schema_hash
+from prove_core.config import Experiment, ImportConfig, ResolvedServer, SynthConfig, resolve
+from prove_core.env.runtime import Environment, build_runtime
+from prove_core.errors import ConfigError, PluginError
 from prove_core.model import Example, JsonlWriter, read_jsonl, to_json, write_atomic
-from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.synth.conversation import ConversationMachine, Unusable
+from prove_core.synth.graph import Chain, GraphCache, coverage_report, schema_hash
+from prove_core.synth.sampling import SupportRule
 from prove_core.synth.validation import Deduper, call_tokens, replay, ungrounded_mentions
 
 log = structlog.get_logger()
+
+
+class SamplingContext(Protocol):
+    """What the pipeline uses of the object a sampler's ``sample(env, rules)`` returns (the
+    bundled ``prove_plugins.sampler.SamplingContext`` is one): ``subset`` draws the entities of a
+    stretch of conversations, and the conversation machine asks the subset for ``candidates``."""
+
+    def subset(self, rng: random.Random, size: int) -> SamplingContext: ...
+
+    def candidates(self, server: str, entity: str) -> list[dict[str, Any]]: ...
+
+
+_CONTEXT_METHODS = ("subset", "candidates")
+
+
+def _is_context(obj: object) -> TypeGuard[SamplingContext]:
+    return all(callable(getattr(obj, name, None)) for name in _CONTEXT_METHODS)
+
+
+def _sample(registry: Any, cfg: SynthConfig, env: Environment, rules: list[SupportRule]) -> SamplingContext:
+    """The sampling context of one world; a sampler that returns something else is named here,
+    instead of failing later deep inside the pipeline."""
+    context = build_component(registry, cfg, "sampler").sample(env, rules)
+    if not _is_context(context):
+        missing = [name for name in _CONTEXT_METHODS if not callable(getattr(context, name, None))]
+        plugin = registry.component("samplers", cfg.sampler).plugin
+        raise PluginError(
+            f"sampler {cfg.sampler!r} from plugin {plugin!r} returned a {type(context).__name__} from sample(env, rules), "
+            f"not a sampling context (it has no {' or '.join(f'{m}()' for m in missing)}): return an object with "
+            "subset(rng, size) and candidates(server, entity), such as prove_plugins.sampler.SamplingContext")
+    return context
 
 
 @attrs.define
@@ -48,7 +80,7 @@ class World:
     seed: int
     env: Environment
     machine: ConversationMachine
-    context: Any
+    context: SamplingContext
 
 
 @attrs.define
@@ -67,16 +99,15 @@ class ServerPlan:
 
 
 def _world(entries: list[ResolvedServer], seed: int, cfg: SynthConfig, plugins: Any, experiment: Experiment,
-           rules: list[Any], teacher: Any) -> World:
+           rules: list[SupportRule], teacher: Any) -> World:
     registry = plugins.registry
-    env = Environment([ServerRuntime(registry.load("servers", e.name), seed=seed, options=e.options,
-                                     max_sessions=experiment.sessions.max_sessions) for e in entries])
+    env = Environment([build_runtime(registry.load("servers", e.name), seed=seed, options=e.options,
+                                     sessions=experiment.sessions) for e in entries], hooks=plugins.hook)
     machine = ConversationMachine(env, teacher, cfg.conversation, seed=cfg.seed)
     machine.max_error_rate = cfg.max_error_rate
     machine.max_chain_length = cfg.max_chain_length
     machine.seed_options = {e.name: _plain(e.options) for e in entries}
-    context = registry.load("samplers", cfg.sampler).sample(env, rules)
-    return World(seed=seed, env=env, machine=machine, context=context)
+    return World(seed=seed, env=env, machine=machine, context=_sample(registry, cfg, env, rules))
 
 
 def _plain(options: Any) -> dict[str, Any]:
@@ -89,16 +120,12 @@ def _plan(entries: list[ResolvedServer], cfg: SynthConfig, plugins: Any, experim
     first server's seeds)."""
     registry = plugins.registry
     seed = entries[0].seed
-    from prove_plugins.sampler import SupportRule  # the bundled rule shape, shared by samplers
-
-    rules = [SupportRule(**attrs.asdict(r)) for r in cfg.rules]
-    teacher = _configured(registry.load("teachers", cfg.teacher), cfg)
+    rules = [SupportRule.from_config(r) for r in cfg.rules]
+    teacher = build_component(registry, cfg, "teacher")
     worlds = [_world(entries, seed + k, cfg, plugins, experiment, rules, teacher) for k in range(cfg.seeds)]
     env = worlds[0].env
     name = "+".join(e.name for e in entries)
-    labeller = _configured(registry.load("extractors", cfg.labeller), cfg)
-    if hasattr(labeller, "verify") and labeller.verify != cfg.verify_edges:
-        labeller = attrs.evolve(labeller, verify=cfg.verify_edges)
+    labeller = build_component(registry, cfg, "labeller")
     cache = GraphCache(cfg.cache_dir)
     digest = schema_hash(env.specs())
     graph = cache.load(labeller.name, digest)
@@ -107,8 +134,7 @@ def _plan(entries: list[ResolvedServer], cfg: SynthConfig, plugins: Any, experim
         cache.store(graph)
     else:
         log.info("graph from cache", server=name, digest=digest)
-    extractor = registry.load("extractors", cfg.extractor)
-    extractor = attrs.evolve(extractor, min_length=cfg.min_chain_length, max_length=cfg.max_chain_length)
+    extractor = build_component(registry, cfg, "extractor")
     wanted = cfg.chains_per_server or max(400, math.ceil(1.5 * cfg.examples / max(1, len(experiment.servers))))
     if len(entries) > 1:  # a mounted group exists for its cross-server chains only
         chains = [c for c in extractor.extract(graph, seed=cfg.seed) if any(e.flow for e in c.edges)]
@@ -123,15 +149,15 @@ def _plan(entries: list[ResolvedServer], cfg: SynthConfig, plugins: Any, experim
     return ServerPlan(name=name, worlds=worlds, chains=chains, coverage=coverage_report(graph.tools, chains, graph))
 
 
-def _configured(component: Any, cfg: SynthConfig) -> Any:
-    """Phase two of config loading for LLM-backed components: ``[synth.llm]`` is structured with
-    the component's own options class (its ``llm`` field), so unknown keys name their path."""
-    field = attrs.fields_dict(type(component)).get("llm") if attrs.has(type(component)) else None
-    if field is None:
-        return component
-    from prove_core.config import structure
-
-    return attrs.evolve(component, llm=structure(cfg.llm, type(component.llm), path="$.synth.llm"))
+def build_component(registry: Any, cfg: SynthConfig, role: str) -> Any:
+    """The component ``[synth]`` names for ``role`` (``labeller``, ``extractor``, ``sampler``,
+    ``teacher``), built by the registry's loader with the ``[synth]`` settings its ``Config``
+    declares (``SynthConfig.component_options``); option errors name their ``$.synth`` path,
+    an unknown name raises the registry's ``UnknownComponent``."""
+    kind, name = SynthConfig.COMPONENTS[role], getattr(cfg, role)
+    declared = attrs.fields_dict(registry.config_class(kind, name))
+    options = {k: v for k, v in cfg.component_options(role).items() if k in declared}
+    return registry.build(kind, name, options, path="$.synth")
 
 
 class Stats:
@@ -187,16 +213,17 @@ class Stats:
         }
 
 
-def _within_quotas(outcome: _Outcome, stats: Stats, cfg: SynthConfig) -> _Outcome:
+def _within_quotas(example: Example, original: Example | None, stats: Stats, cfg: SynthConfig) -> Example:
     """A perturbation that turned a call conversation into an abstain or clarify example is undone
-    when that behaviour already has its share of the corpus (the paper's mix)."""
-    expected = outcome.example.task.expected
+    (``original``, the example before the perturbations, comes back) when that behaviour already
+    has its share of the corpus (the paper's mix)."""
+    expected = example.task.expected
     rates = {"abstain": cfg.abstention_rate, "clarify": cfg.clarification_rate}
-    if outcome.original is None or expected not in rates or outcome.example.task.meta.get("source") == "irrelevance":
-        return outcome
+    if original is None or expected not in rates or example.task.meta.get("source") == "irrelevance":
+        return example
     if stats.by_behaviour[expected] >= rates[expected] * (sum(stats.by_behaviour.values()) + 1):
-        return attrs.evolve(outcome, example=outcome.original)
-    return outcome
+        return original
+    return example
 
 
 def _yield(corpus: Path, drops: Path) -> dict[str, Any]:
@@ -265,6 +292,23 @@ class Progress:
 _NOT_FINGERPRINTED = ("examples", "max_attempts_factor", "workers", "exports", "plots", "cache_dir")
 
 
+def code_hash(obj: object) -> str:
+    """A hash of the code ``obj`` (a class, a function) is defined in, for ``fingerprint``: the
+    file of its module, or every ``.py`` file of the module's package when the module lives in
+    a sub-package (``prove_servers.filesystem.app``: all of ``servers/filesystem/*.py``, since
+    its sibling modules are part of the server); ``"?"`` when the module has no file."""
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if module is None or not path:
+        return "?"
+    if module.__name__.count(".") < 2:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for file in sorted(Path(path).parent.glob("*.py"), key=lambda f: f.name):
+        digest.update(f"{file.name}\0{hashlib.sha256(file.read_bytes()).hexdigest()}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def fingerprint(experiment: Experiment, resolved: list[ResolvedServer], plugins: Any) -> dict[str, Any]:
     """What a corpus is a function of: the servers' code, seeds and seed options, the synthesis
     settings, and the code of the components that write it. A resume must match it."""
@@ -274,20 +318,13 @@ def fingerprint(experiment: Experiment, resolved: list[ResolvedServer], plugins:
     registry = plugins.registry
     settings = {k: v for k, v in cattrs.Converter().unstructure(cfg).items() if k not in _NOT_FINGERPRINTED}
 
-    def code(obj: Any) -> str:
-        module = sys.modules.get(getattr(obj, "__module__", "") or "")
-        path = getattr(module, "__file__", None)
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] if path else "?"
-
     servers = {}
     for entry in resolved:
         server = registry.load("servers", entry.name)
-        servers[entry.name] = {"seed": entry.seed, "options": _plain(entry.options), "code": code(server.seed_fn),
+        servers[entry.name] = {"seed": entry.seed, "options": _plain(entry.options), "code": code_hash(server.seed_fn),
                                "schema": schema_hash(server.specs())}
-    components = {kind: code(type(registry.load(plural, getattr(cfg, kind))))
-                  for kind, plural in (("labeller", "extractors"), ("extractor", "extractors"),
-                                       ("sampler", "samplers"), ("teacher", "teachers"))}
-    components["machine"] = code(ConversationMachine)
+    components = {role: code_hash(registry.load(kind, getattr(cfg, role))) for role, kind in SynthConfig.COMPONENTS.items()}
+    components["machine"] = code_hash(ConversationMachine)
     return {"servers": servers, "synth": settings, "components": components}
 
 
@@ -354,7 +391,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     if cfg.perturb:
         from prove_core.synth.perturbation import build_perturber
 
-        teacher = _configured(plugins.registry.load("teachers", cfg.teacher), cfg)
+        teacher = build_component(plugins.registry, cfg, "teacher")
         perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations",
                                     teacher=teacher)
     _WORK = _Work(plans=plans, cfg=cfg, names=names, perturber=perturber)
@@ -369,20 +406,21 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                     break  # workers may have run ahead; their results past the target are not used
                 stats.seconds["generate"] += outcome.generate_s
                 stats.seconds["validate"] += outcome.validate_s
-                reason = outcome.reason
-                if reason is None:
-                    outcome = _within_quotas(outcome, stats, cfg)
-                if reason is None and outcome.example.task.meta.get("source") == "irrelevance" and \
-                        stats.by_behaviour["abstain"] >= cfg.abstention_rate * (sum(stats.by_behaviour.values()) + 1):
-                    reason = "abstention_quota"  # keeps abstention at its share of the kept corpus
-                if reason is None and cfg.max_tool_skew and _over_used(outcome.example, stats, plans, cfg.max_tool_skew):
-                    reason = "tool_balance"  # keeps one entry tool (list_vehicles) from dominating
-                if reason is None and not dedup.offer(call_tokens(outcome.example)):
-                    reason = "duplicate"
+                reason, drafted = outcome.reason, outcome.example
+                if reason is None and drafted is not None:
+                    drafted = _within_quotas(drafted, outcome.original, stats, cfg)
+                    if drafted.task.meta.get("source") == "irrelevance" and \
+                            stats.by_behaviour["abstain"] >= cfg.abstention_rate * (sum(stats.by_behaviour.values()) + 1):
+                        reason = "abstention_quota"  # keeps abstention at its share of the kept corpus
+                    elif cfg.max_tool_skew and _over_used(drafted, stats, plans, cfg.max_tool_skew):
+                        reason = "tool_balance"  # keeps one entry tool (list_vehicles) from dominating
+                    elif not dedup.offer(call_tokens(drafted)):
+                        reason = "duplicate"
                 if reason is not None:
                     dropped.write({"id": outcome.example_id, "reason": reason, "detail": outcome.detail})
                     stats.drop(reason, outcome.detail)
                     continue
+                assert drafted is not None  # only a draft that failed lacks its example, and it has a reason
                 # The companion goes first: a kill between the two writes leaves the main example
                 # unwritten, so a resumed run regenerates it (and skips the companion already there).
                 extra = outcome.companion
@@ -391,9 +429,9 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                         and dedup.offer(call_tokens(extra)):
                     writer.write(to_json(extra))
                     stats.keep(extra)
-                writer.write(to_json(outcome.example))
-                stats.keep(outcome.example)
-                kept_calls += outcome.example.task.expected == "call"
+                writer.write(to_json(drafted))
+                stats.keep(drafted)
+                kept_calls += drafted.task.expected == "call"
                 bar.update(kept_calls)
         _WORK = None
         for spec in cfg.imports:
@@ -439,7 +477,7 @@ class _Work:
     cfg: SynthConfig
     names: list[str]
     perturber: Any = None
-    contexts: dict[tuple[str, int, int], Any] = attrs.field(factory=dict)
+    contexts: dict[tuple[str, int, int], SamplingContext] = attrs.field(factory=dict)
 
     def example_id(self, i: int) -> str:
         return f"{self.names[i % len(self.names)]}-{i:06d}"  # no run name: same seed, same corpus
@@ -514,17 +552,19 @@ class _pool:
             self.pool.join()
 
 
-def _import(spec: Any, plugins: Any, cfg: SynthConfig) -> Any:
-    from prove_core.synth.importers import IMPORTERS
+def _import(spec: ImportConfig, plugins: Any, cfg: SynthConfig) -> Iterator[Example]:
+    from prove_core.synth.importers import when2call, xlam_irrelevance
 
-    teacher = plugins.registry.load("teachers", cfg.teacher)
+    teacher = build_component(plugins.registry, cfg, "teacher")
     system = "You are an assistant that can call the tools listed for this conversation."
     path = Path(spec.path)
     if spec.format == "xlam_irrelevance":
         rng = random.Random(f"{cfg.seed}:xlam")
-        return IMPORTERS[spec.format](path, system=system, limit=spec.limit,
-                                      decline=lambda n: teacher.decline(["the tools listed"], rng))
-    return IMPORTERS[spec.format](path, system=system, limit=spec.limit)
+        return xlam_irrelevance(path, system=system, limit=spec.limit,
+                                decline=lambda n: teacher.decline(["the tools listed"], rng))
+    if spec.format == "when2call":
+        return when2call(path, system=system, limit=spec.limit)
+    raise ConfigError(f"$.synth.imports: unknown format {spec.format!r}")  # ImportConfig admits only the two above
 
 
 def _example(record: dict[str, Any]) -> Example:

@@ -106,7 +106,7 @@ def skeleton(text: str, values: Iterable[str]) -> str:
 def figures(examples: Iterable[Example]) -> dict[str, Any]:
     examples = list(examples)
     total = len(examples)
-    behaviour = Counter(e.task.expected for e in examples)
+    behaviour: Counter[str] = Counter(e.task.expected for e in examples)
     calls_examples = [e for e in examples if e.task.expected == "call"]
     replies = [e for e in examples if e.task.expected in ("abstain", "clarify")]
     written = [e for e in replies if e.messages and e.messages[-1].role == "assistant"
@@ -129,13 +129,13 @@ def figures(examples: Iterable[Example]) -> dict[str, Any]:
             for c in m.tool_calls:
                 marked += m.mistake
                 rejected += '"SCHEMA_VIOLATION"' in results.get(c.id, "")
-                for k, v in c.arguments.items():
+                for v in c.arguments.values():
                     values += list(_strings(v)) + ([str(v)] if isinstance(v, int | float) else [])
-        for c in e.task.calls:
-            tools[f"{'+'.join(e.task.servers)}:{c.tool}"] += 1
-            for k, v in c.arguments.items():
+        for gt in e.task.calls:
+            tools[f"{'+'.join(e.task.servers)}:{gt.tool}"] += 1
+            for k, v in gt.arguments.items():
                 if not any(ID_PATTERN.fullmatch(s) for s in _strings(v)):
-                    slot_values[(c.tool, k)].append(json.dumps(v, sort_keys=True))
+                    slot_values[(gt.tool, k)].append(json.dumps(v, sort_keys=True))
         users = [m.content or "" for m in e.messages if m.role == "user"]
         if users:
             first_turns += 1
@@ -148,7 +148,10 @@ def figures(examples: Iterable[Example]) -> dict[str, Any]:
     counts = sorted(tools.values())
     strata = Counter(e.task.meta.get("stratum", "?") for e in calls_examples if not e.id.endswith("-clarify"))
     outcomes = Counter(e.task.meta.get("outcome", "?") for e in calls_examples)
-    share = (lambda n, d: round(n / d, 4) if d else 0.0)
+
+    def share(n: float, d: float) -> float:
+        return round(n / d, 4) if d else 0.0
+
     return {
         "examples": total,
         "no_assistant_turn": share(sum(not any(m.role == "assistant" for m in e.messages) for e in examples), total),

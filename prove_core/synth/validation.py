@@ -1,4 +1,4 @@
-"""Checks every synthesized example must pass (DESIGN §1.2 steps 6–7).
+"""Checks every synthesized example must pass (step 6 of docs/synthesis.md).
 
 - **replay**: the conversation's calls run again, in order, on a fresh session from the task's
   seed and must give exactly the recorded results; more than ``max_error_rate`` schema or
@@ -20,8 +20,8 @@ from typing import Any
 
 import attrs
 
-from prove_core.model import Example
 from prove_core.env.runtime import Environment
+from prove_core.model import Example
 
 ID_PATTERN = re.compile(r"\b[a-z]{2,5}_[0-9a-z]{8}\b")
 SECRET_WORDS = ("password", "token", "secret", "pin", "api_key", "otp", "passcode")
@@ -40,41 +40,50 @@ class Verdict:
 
 def replay(example: Example, env: Environment, *, max_error_rate: float = 0.3) -> Verdict:
     """Replay every call on a fresh session: the results must equal the recorded ones, errors must
-    stay within ``max_error_rate``, and (in the same pass) ids and secrets must have provenance."""
+    stay within ``max_error_rate``, and (in the same pass) ids and secrets must have provenance.
+    The replay is an episode for the lifecycle hooks: start with the example's task, end with the
+    ``Verdict``."""
     sid = env.new_session()
     try:
-        recorded = {m.tool_call_id: m.content for m in example.messages if m.role == "tool"}
-        calls = schema = execution = 0
-        failures: list[str] = []
-        seen_text: list[str] = []
-        for message in example.messages:
-            if message.role in ("user", "tool") and message.content:
-                seen_text.append(message.content)
-            for call in message.tool_calls:
-                calls += 1
-                problem = _unsourced(call, env, sid, "\n".join(seen_text))
-                if problem:
-                    return Verdict(ok=False, reason="provenance", detail=problem, calls=calls)
-                result = env.call(sid, call.name, call.arguments)
-                content = recorded.get(call.id)
-                if content is None or json.loads(content) != result.structured:
-                    return Verdict(ok=False, reason="replay_mismatch",
-                                   detail=f"{call.name} gave a different result on replay", calls=calls)
-                if result.is_error:
-                    if result.code in SCHEMA_CODES:
-                        schema += 1
-                    else:
-                        execution += 1
-                    error = result.error or {}
-                    failures.append(f"{call.name} {error.get('code')}/{error.get('reason')}: "
-                                    f"{str(error.get('message', ''))[:160]}")
-        if calls and (schema + execution) / calls > max_error_rate:
-            return Verdict(ok=False, reason="too_many_errors", calls=calls, schema_errors=schema,
-                           execution_errors=execution,
-                           detail=f"{schema + execution} of {calls} calls failed: " + " | ".join(failures))
-        return Verdict(ok=True, calls=calls, schema_errors=schema, execution_errors=execution)
+        env.episode_start(sid, example.task)
+        verdict = _replay(example, env, sid, max_error_rate)
+        env.episode_end(sid, example.task, verdict)
+        return verdict
     finally:
         env.close(sid)
+
+
+def _replay(example: Example, env: Environment, sid: str, max_error_rate: float) -> Verdict:
+    recorded = {m.tool_call_id: m.content for m in example.messages if m.role == "tool"}
+    calls = schema = execution = 0
+    failures: list[str] = []
+    seen_text: list[str] = []
+    for message in example.messages:
+        if message.role in ("user", "tool") and message.content:
+            seen_text.append(message.content)
+        for call in message.tool_calls:
+            calls += 1
+            problem = _unsourced(call, env, sid, "\n".join(seen_text))
+            if problem:
+                return Verdict(ok=False, reason="provenance", detail=problem, calls=calls)
+            result = env.call(sid, call.name, call.arguments)
+            content = recorded.get(call.id)
+            if content is None or json.loads(content) != result.structured:
+                return Verdict(ok=False, reason="replay_mismatch",
+                               detail=f"{call.name} gave a different result on replay", calls=calls)
+            if result.is_error:
+                if result.code in SCHEMA_CODES:
+                    schema += 1
+                else:
+                    execution += 1
+                error = result.error or {}
+                failures.append(f"{call.name} {error.get('code')}/{error.get('reason')}: "
+                                f"{str(error.get('message', ''))[:160]}")
+    if calls and (schema + execution) / calls > max_error_rate:
+        return Verdict(ok=False, reason="too_many_errors", calls=calls, schema_errors=schema,
+                       execution_errors=execution,
+                       detail=f"{schema + execution} of {calls} calls failed: " + " | ".join(failures))
+    return Verdict(ok=True, calls=calls, schema_errors=schema, execution_errors=execution)
 
 
 def _unsourced(call: Any, env: Environment, sid: str, seen: str) -> str | None:

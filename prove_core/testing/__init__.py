@@ -7,19 +7,23 @@ Subclass ``ServerConformance`` in a test module to run the whole conformance kit
 
     class TestMyServer(ServerConformance):
         server = server
+
+``ServerHarness`` (see ``prove_core.testing.harness``) is for testing a server's own rules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from prove_core.testing import conformance
 from prove_core.testing.conformance import AuditReport, Check, audit
+from prove_core.testing.harness import ServerHarness, make_runtime, servers_registered_by
 from prove_core.toolkit.server import Server
 
 
-def _case(check_fn):  # type: ignore[no-untyped-def]
-    def test(self: "ServerConformance") -> None:
+def _case(check_fn: Callable[[Server, int], Check]) -> Callable[[ServerConformance], None]:
+    def test(self: ServerConformance) -> None:
         result = check_fn(self.server, self.seed)
         assert result.ok, f"{result.name}: {result.detail}"
 
@@ -38,4 +42,5 @@ class ServerConformance:
 for _fn in conformance.CHECKS:
     setattr(ServerConformance, "test_" + _fn.__name__.removeprefix("check_"), _case(_fn))
 
-__all__ = ["AuditReport", "Check", "ServerConformance", "audit"]
+__all__ = ["AuditReport", "Check", "ServerConformance", "ServerHarness", "audit", "make_runtime",
+           "servers_registered_by"]

@@ -15,7 +15,21 @@ from prove_core.errors import (
     ToolError,
 )
 from prove_core.toolkit import fake
-from prove_core.toolkit.helpers import haversine_km, money, paginate, parse_date, require
+from prove_core.toolkit.helpers import (
+    ISO_DATE,
+    MINUTE_FORMAT,
+    Record,
+    haversine_km,
+    iso_datetime,
+    local_minute,
+    lookup,
+    minute_text,
+    money,
+    paginate,
+    parse_date,
+    require,
+    require_found,
+)
 from prove_core.toolkit.server import NoOptions, Server, ToolAnnotations, ToolDef, ToolSpec, ref
 from prove_core.toolkit.state import Collection, Snapshot, State, Table, public
 
@@ -23,11 +37,14 @@ __all__ = [
     "Collection",
     "Conflict",
     "FailedPrecondition",
+    "ISO_DATE",
+    "MINUTE_FORMAT",
     "Internal",
     "InvalidArgument",
     "NoOptions",
     "NotFound",
     "PermissionDenied",
+    "Record",
     "ResourceExhausted",
     "Server",
     "Snapshot",
@@ -39,10 +56,15 @@ __all__ = [
     "ToolSpec",
     "fake",
     "haversine_km",
+    "iso_datetime",
+    "local_minute",
+    "lookup",
+    "minute_text",
     "money",
     "paginate",
     "parse_date",
     "public",
     "ref",
     "require",
+    "require_found",
 ]

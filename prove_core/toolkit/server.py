@@ -43,11 +43,41 @@ ValueSource = Callable[[random.Random, State], Any]
 
 def ref(entity: str, description: str, **field_kwargs: Any) -> FieldInfo:
     """A parameter that holds the id of an existing ``entity`` (shown as ``x-prove-entity``)."""
-    return pydantic.Field(description=description, json_schema_extra={ENTITY_KEY: entity}, **field_kwargs)
+    field: FieldInfo = pydantic.Field(description=description, json_schema_extra={ENTITY_KEY: entity}, **field_kwargs)
+    return field
 
 
 @attrs.frozen(kw_only=True)
 class ToolAnnotations:
+    """What a tool promises about its effect on the session state, published as the MCP hints
+    ``readOnlyHint``, ``destructiveHint``, ``idempotentHint`` and ``openWorldHint``. Set them with
+    ``Server.tool(read_only=..., destructive=..., idempotent=...)``; the conformance kit
+    (``prove audit``, check ``annotations``) calls every example once and then again with the same
+    arguments, each on a fresh session, and fails the server when a promise is broken.
+
+    ``read_only`` (default False): the call changes nothing — no record, counter or variable, and
+    so not the session clock, which ticks only on calls that change something. Checked: the state
+    hash is the same after the call. A read-only tool declares no ``produces``/``mutates``.
+
+    ``destructive`` (default False): True when the tool may delete records — remove a row, empty
+    a cart, replace a set of attachments, consume a trash entry. False promises that the tool
+    only adds records and updates fields of records that stay. Checked on False: no record present
+    before the call (or before its repeat) is gone after it. Marking a tool that deletes nothing
+    as destructive is allowed (the hint is "may"); by convention PROVE also marks irreversible
+    updates (cancelling an order, overwriting a file's content) as destructive. Ordinary in-place
+    updates (a balance, a status, a title) are not destructive here, although MCP's own wording of
+    ``destructiveHint: false`` is stricter ("only additive updates").
+
+    ``idempotent`` (default: the value of ``read_only``): a second call with the same arguments
+    changes nothing more — the end state after two calls equals the end state after one (the
+    repeat may fail, e.g. with a ``..._NOT_FOUND``, as long as it changes nothing). Checked: the
+    state hash after the repeat equals the hash after the first call. Write only when a value
+    really changes (``Collection.update`` does), or the clock ticks and breaks idempotency.
+
+    ``open_world`` (always False): PROVE tools act only on their session's state, never on
+    anything outside it; the field exists so the MCP hint is published explicitly.
+    """
+
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
@@ -168,9 +198,13 @@ class Server:
         values: Mapping[str, ValueSource] | None = None,
         name: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a function as a tool. ``errors`` lists the reasons it can fail with, for the
-        catalog; ``examples`` are arguments valid on a fresh seed state (dicts, or callables that
-        compute them from the state), used by the conformance kit to reach every tool.
+        """Register a function as a tool. ``read_only``, ``destructive`` and ``idempotent`` are the
+        promises described on ``ToolAnnotations`` (the audit checks them). ``errors`` lists every
+        reason it can fail with (the audit fails a reason it sees but that is not listed), each
+        named in the docstring or a parameter's description (``<ENTITY>_NOT_FOUND`` of a ``ref``
+        parameter goes without saying); ``examples`` are arguments valid on a fresh seed state
+        (dicts, or callables that compute them from the state), used by the conformance kit to
+        reach every tool.
 
         For synthesis: ``asks`` are the ways a user asks for this tool, in their own words, with
         ``{param}`` slots (see ``prove_core.toolkit.phrasing``); ``values`` draw realistic values
@@ -241,8 +275,8 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
         annotation = hints.get(p.name, Any)
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (annotation, default)
-    model = pydantic.create_model(f"{fn.__name__}_args", **fields)  # type: ignore[call-overload]
-    schema = _strip_titles(model.model_json_schema())
+    model = pydantic.create_model(f"{fn.__name__}_args", **fields)
+    schema: dict[str, Any] = _strip_titles(model.model_json_schema())  # a dict stays a dict
     if "$defs" in schema:
         raise TypeError(f"tool {fn.__name__}: use Literal[...] for enums, not Enum classes or models")
     for prop in schema.get("properties", {}).values():

@@ -20,7 +20,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 import immutables
@@ -31,15 +31,21 @@ _CLOCK = "__clock__"
 _SALT = "__salt__"
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 
+# A record table maps ids to records; an index maps a field value to the set (a map to True) of
+# the ids having it. ``State._tables`` holds both kinds, under different names.
+_Records: TypeAlias = "immutables.Map[str, dict[str, Any]]"
+_Index: TypeAlias = "immutables.Map[Any, immutables.Map[str, bool]]"
+_AnyTable: TypeAlias = "immutables.Map[Any, Any]"
+
 
 @attrs.frozen
 class Snapshot:
     """An immutable picture of a session's state: tables, counters and scalar variables."""
 
     state_type: type[State]
-    tables: dict[str, immutables.Map]
-    counters: immutables.Map
-    vars: immutables.Map
+    tables: dict[str, _AnyTable]
+    counters: immutables.Map[str, int]
+    vars: immutables.Map[str, Any]
 
 
 class Table:
@@ -82,10 +88,10 @@ class Collection:
         return self._table.entity
 
     @property
-    def _map(self) -> immutables.Map:
+    def _map(self) -> _Records:
         return self._state._tables[self._table.name]
 
-    def _store(self, new_map: immutables.Map) -> None:
+    def _store(self, new_map: _Records) -> None:
         self._state._tables[self._table.name] = new_map
 
     def __len__(self) -> int:
@@ -105,12 +111,15 @@ class Collection:
         the default ``<ENTITY>_NOT_FOUND``, e.g. ``UNKNOWN_SYMBOL``)."""
         record = self._map.get(record_id)
         if record is None:
-            raise NotFound(
-                f"{self._table.entity} {record_id!r} does not exist",
-                reason=reason or f"{self._table.entity.upper()}_NOT_FOUND",
-                id=record_id,
-            )
+            raise self._not_found(record_id, reason=reason)
         return _public(record)
+
+    def _not_found(self, record_id: str, *, reason: str | None = None) -> NotFound:
+        return NotFound(
+            f"{self._table.entity} {record_id!r} does not exist",
+            reason=reason or f"{self._table.entity.upper()}_NOT_FOUND",
+            id=record_id,
+        )
 
     def find(self, record_id: str) -> dict[str, Any] | None:
         record = self._map.get(record_id)
@@ -164,7 +173,7 @@ class Collection:
     def update(self, record_id: str, **changes: Any) -> dict[str, Any]:
         current = self._map.get(record_id)
         if current is None:
-            self.get(record_id)  # raises the typed NOT_FOUND
+            raise self._not_found(record_id)  # the typed NOT_FOUND
         record = {**current, **{k: _copy(v) for k, v in changes.items()}}
         if record == current:  # no-op updates leave the state (and its hash) untouched
             return _public(record)
@@ -187,7 +196,7 @@ class Collection:
             if old is not None and new is not None and before == after:
                 continue
             key = self._table.index_key(field)
-            index = tables[key]
+            index: _Index = tables[key]
             if old is not None:
                 bucket = index[before].delete(old["id"])
                 index = index.set(before, bucket) if len(bucket) else index.delete(before)
@@ -200,7 +209,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _table_text(table: immutables.Map) -> str:
+def _table_text(table: _AnyTable) -> str:
     return _dumps({rid: table[rid] for rid in sorted(table.keys())})
 
 
@@ -209,7 +218,8 @@ def _hashable(value: Any) -> Any:
 
 
 def _seq(record: dict[str, Any]) -> int:
-    return record.get("_seq", 0)
+    seq: int = record.get("_seq", 0)
+    return seq
 
 
 def _copy(value: Any) -> Any:
@@ -252,14 +262,14 @@ class State:
         cls._table_specs = specs
 
     def __init__(self, *, salt: str = "0", start: dt.datetime | None = None) -> None:
-        self._tables: dict[str, immutables.Map] = {}
+        self._tables: dict[str, _AnyTable] = {}
         for name, table in self._table_specs.items():
             self._tables[name] = immutables.Map()
             for field in table.index:
                 self._tables[table.index_key(field)] = immutables.Map()
-        self._counters = immutables.Map()
-        start = start or dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
-        self._vars = immutables.Map({_SALT: str(salt), _CLOCK: int(start.timestamp())})
+        self._counters: immutables.Map[str, int] = immutables.Map()
+        start = start or dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
+        self._vars: immutables.Map[str, Any] = immutables.Map({_SALT: str(salt), _CLOCK: int(start.timestamp())})
 
     # -- snapshots -------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -304,7 +314,7 @@ class State:
         return f"{prefix}_{''.join(chars)}"
 
     def now(self) -> dt.datetime:
-        return dt.datetime.fromtimestamp(self._vars[_CLOCK], tz=dt.timezone.utc)
+        return dt.datetime.fromtimestamp(self._vars[_CLOCK], tz=dt.UTC)
 
     def today(self) -> dt.date:
         return self.now().date()
@@ -324,7 +334,7 @@ class State:
             "vars": dict(sorted(self._vars.items())),
         }
 
-    def state_hash(self, table_texts: dict[str, tuple[immutables.Map, str]] | None = None) -> str:
+    def state_hash(self, table_texts: dict[str, tuple[_AnyTable, str]] | None = None) -> str:
         """A stable sha256 of the state: equal across processes for equal states.
 
         It hashes exactly ``json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"),
@@ -343,7 +353,7 @@ class State:
                 f'"vars":{_dumps(dict(sorted(self._vars.items())))}}}')
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def table_texts(self) -> dict[str, tuple[immutables.Map, str]]:
+    def table_texts(self) -> dict[str, tuple[_AnyTable, str]]:
         """Each table with its serialized text, for ``state_hash(table_texts=...)`` of later states."""
         return {name: (self._tables[name], _table_text(self._tables[name])) for name in self._table_specs}
 

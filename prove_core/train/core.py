@@ -17,8 +17,10 @@ training examples and the held-out ones, the reward (``prove_core.reward.core``:
 components), ``environment(task)`` (the task's servers, from which every rollout forks its own
 live session) with the rollout limits, the perturber (when ``[train].perturb`` asks to perturb
 prompts again), the output folder, a metrics log and ``echo`` for progress. Rollouts go through
-``prove_core.env.rollout.rollout`` (``prove_plugins.models.hf.play_batch`` for local models), so tool calls are
-parsed from the model's text, run on that rollout's session and fed back with the chat template.
+``prove_core.env.rollout.rollout`` (a policy that can batch its episodes, such as a local model's
+``prove_plugins.models.hf.HFPolicy``, plays them with its ``play_batch`` capability, which runs the
+same loop), so tool calls are parsed from the model's text, run on that rollout's session and fed
+back with the chat template.
 
 Swapping the backend is one key: ``[train] backend = "openrlhf"``. Bundled: ``trl`` (single
 node, CPU or GPU) and ``openrlhf`` (Ray + vLLM + DeepSpeed); see docs/training.md.
@@ -30,7 +32,6 @@ import json
 import math
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,13 +41,15 @@ import attrs
 import structlog
 
 from prove_core.config import Experiment, TrainConfig, resolve
-from prove_core.errors import ConfigError, UnknownComponent
-from prove_core.model import Example, from_json, read_jsonl, write_atomic
-from prove_core.reward.core import Reward, RewardResult, build_reward, instantiate
 from prove_core.env.rollout import RolloutLimits
 from prove_core.env.runtime import Environment, Environments
+from prove_core.errors import ConfigError, UnknownComponent
+from prove_core.model import Example, from_json, read_jsonl, write_atomic
+from prove_core.reward.core import Reward, RewardResult, build_reward
 
 log = structlog.get_logger()
+
+_DEFAULT_LIMITS = RolloutLimits()  # frozen, so one instance serves every call
 
 
 # -- the contract ------------------------------------------------------------------------------------
@@ -156,21 +159,21 @@ def summarize(results: Sequence[RewardResult]) -> dict[str, Any]:
 
 
 def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, environment: Callable[[Any], Environment],
-             limits: RolloutLimits = RolloutLimits(), samples: int = 1, out: Path | None = None,
+             limits: RolloutLimits = _DEFAULT_LIMITS, samples: int = 1, out: Path | None = None,
              max_batch: int = 16) -> dict[str, Any]:
     """Play every held-out example ``samples`` times and score it: the mean reward per component,
     and under ``tasks`` the same per example (what the report pairs before and after GRPO).
-    A local ``HFPolicy`` plays episodes in batches; any other policy plays them one by one.
-    ``out`` receives one JSON line per rollout (transcript and scores)."""
+    A policy with the batching capability (``play_batch``, see ``prove_core.env.rollout.BatchPolicy``;
+    a local ``HFPolicy`` has it) plays the episodes in batches; any other policy plays them one by
+    one. ``out`` receives one JSON line per rollout (transcript and scores)."""
     from prove_core.env.rollout import rollout
 
     started = time.perf_counter()
     todo = [e for e in examples for _ in range(samples)]
     ids = [f"{e.id}#{k}" for e in examples for k in range(samples)]
-    hf = sys.modules.get("prove_plugins.models.hf")  # loaded whenever a local model is in play; never imported here
-    if hf is not None and isinstance(policy, hf.HFPolicy) and isinstance(policy.generate, hf.Generator):
-        played = [ep.played for ep in hf.play_batch(policy, todo, environment, limits=limits, max_batch=max_batch,
-                                                 rollout_ids=ids)]
+    batched = getattr(policy, "play_batch", None)
+    if callable(batched):
+        played = list(batched(todo, environment, limits=limits, max_batch=max_batch, rollout_ids=ids))
     else:
         played = [rollout(policy, e, environment(e.task), limits=limits, rollout_id=i) for e, i in zip(todo, ids)]
     results = [reward.score(p.rollout) for p in played]
@@ -209,11 +212,12 @@ def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[E
 
 
 def load_trainer(registry: Any, settings: TrainConfig) -> Any:
+    """The configured backend, built by the registry's loader with ``[train] options``."""
     try:
-        cls = registry.load("trainers", settings.backend)
+        registry.component("trainers", settings.backend)
     except UnknownComponent as exc:
         raise ConfigError(f"$.train.backend: {exc}") from None
-    return instantiate(cls, settings.options, path="$.train.options") if isinstance(cls, type) else cls
+    return registry.build("trainers", settings.backend, settings.options, path="$.train.options")
 
 
 def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], None] = print,
@@ -232,7 +236,7 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     train, held_out = split(examples, settings.eval.held_out, seed)
     if not train:
         raise ConfigError(f"$.train.eval.held_out: nothing is left to train on ({len(examples)} examples in {corpus})")
-    reward = build_reward(experiment.reward, registry, server_options=servers)
+    reward = build_reward(experiment.reward, registry, server_options=servers, sessions=experiment.sessions)
     perturber = None
     if settings.perturb:
         from prove_core.config import SynthConfig
@@ -244,8 +248,8 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = MetricsLog(out_dir / "metrics.jsonl")
     job = TrainJob(experiment=experiment, settings=settings, train=train, held_out=held_out, reward=reward,
-                   registry=registry, environment=Environments(registry, servers,
-                                                               max_sessions=experiment.sessions.max_sessions),
+                   registry=registry, environment=Environments(registry, servers, sessions=experiment.sessions,
+                                                               hooks=plugins.hook),
                    perturber=perturber, out_dir=out_dir, metrics=metrics, echo=echo)
     echo(f"train: backend {settings.backend}; {len(train)} training examples, {len(held_out)} held out; "
          f"{settings.steps} steps of {settings.batch_size} prompts x {settings.group_size} rollouts")

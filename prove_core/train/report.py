@@ -75,7 +75,8 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
 
 def _value(summary: dict[str, Any], name: str) -> float | None:
     """``name``'s mean in an evaluation summary (``training.summarize``): the total or a component."""
-    return summary["total"] if name == "total" else summary["components"].get(name)
+    value: float | None = summary["total"] if name == "total" else summary["components"].get(name)
+    return value
 
 
 def _pairs(before: dict[str, Any], after: dict[str, Any], name: str) -> list[tuple[float, float]]:

@@ -9,9 +9,9 @@ from prove_core import hookimpl
 from prove_core.config import RewardComponentConfig, RewardConfig, load_experiment
 from prove_core.errors import ConfigError, ProveError
 from prove_core.model import GroundTruthCall, Task, ToolCall, to_json
-from prove_core.reward.parsing import ParseFailure, load_parser
 from prove_core.plugin.manager import Plugins
 from prove_core.reward.core import Rollout, Score, align, build_reward, json_equal, rollout_from_record
+from prove_core.reward.parsing import ParseFailure, load_parser
 from tests.support.reward_tasks import banking_transfer_task
 
 

@@ -1,11 +1,11 @@
 """The shared multi-turn rollout loop: live calls, tool messages, limits, reward-ready output."""
 
-from prove_core.model import ToolCall
-from prove_core.reward.parsing import ParseFailure
-from prove_core.plugin.manager import Plugins
-from prove_core.reward.core import build_reward
 from prove_core.env.rollout import PolicyTurn, RolloutLimits, ScriptedPolicy, rollout
 from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.model import ToolCall
+from prove_core.plugin.manager import Plugins
+from prove_core.reward.core import build_reward
+from prove_core.reward.parsing import ParseFailure
 
 
 def _example():
@@ -70,3 +70,29 @@ def test_assistant_turn_limit_stops_a_spamming_policy():
     spam = PolicyTurn(attempts=[ToolCall(id="x", name="find_customers", arguments={"query": "example"})])
     played = rollout(ScriptedPolicy([spam] * 100), ex, env(), limits=RolloutLimits(max_assistant_turns=4))
     assert len(played.rollout.calls) == 4
+
+
+def test_evaluation_batches_through_the_policys_own_capability_and_plays_the_rest_one_by_one():
+    """``evaluate`` finds batching as a capability of the policy (``play_batch``), not by looking
+    for a plugin module; a policy without it plays every example through ``rollout``."""
+    from prove_core.env.runtime import Environments
+    from prove_core.train.core import evaluate
+
+    ex = example()
+    registry = Plugins().load(autoload=False).registry
+    reward = build_reward(None, registry)
+
+    class Batching(ScriptedPolicy):
+        batches = []
+
+        def play_batch(self, examples, env_for, *, limits, max_batch, rollout_ids):
+            self.batches.append(list(rollout_ids))
+            return [rollout(ScriptedPolicy(oracle_turns(e)), e, env_for(e.task), limits=limits, rollout_id=i)
+                    for e, i in zip(examples, rollout_ids)]
+
+    batching = Batching([])
+    summary = evaluate(batching, [ex], reward=reward, environment=Environments(registry), samples=2)
+    assert batching.batches == [[f"{ex.id}#0", f"{ex.id}#1"]]  # one batch of every rollout
+    assert summary["rollouts"] == 2 and abs(summary["total"] - summary["best"]) < 1e-9
+    plain = evaluate(ScriptedPolicy(oracle_turns(ex)), [ex], reward=reward, environment=Environments(registry))
+    assert plain["rollouts"] == 1 and abs(plain["total"] - plain["best"]) < 1e-9

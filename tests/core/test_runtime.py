@@ -3,8 +3,8 @@ import time
 
 import pytest
 
-from prove_core.errors import ResourceExhausted
 from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.errors import ResourceExhausted
 from tests.support.toy import server
 
 
@@ -198,9 +198,9 @@ def test_an_unchanged_session_reuses_its_seeds_hash_and_a_changed_one_is_hashed_
 
 def test_environments_rebuild_a_task_world_from_its_recorded_seed_options():
     """A synthesized task records its servers' seed options, so scoring it needs no config."""
+    from prove_core.env.runtime import Environments
     from prove_core.model import Task
     from prove_core.plugin.manager import Plugins
-    from prove_core.env.runtime import Environments
 
     registry = Plugins().load(autoload=False).registry
     recorded = Task(servers=["banking"], seed=3, meta={"seed_options": {"banking": {"customers": 12}}})
@@ -208,3 +208,170 @@ def test_environments_rebuild_a_task_world_from_its_recorded_seed_options():
     envs = Environments(registry)
     assert envs(recorded).runtimes["banking"].options.customers == 12
     assert envs(plain).runtimes["banking"].options.customers == 8  # the server's default
+
+
+# -- one run/rollback/clock path, inline and under a deadline ---------------------------------------------
+
+BOTH_PATHS = pytest.mark.parametrize("timeout", [None, 5.0], ids=["inline", "deadline"])
+
+
+@BOTH_PATHS
+def test_the_clock_ticks_once_per_state_changing_call_on_both_paths(timeout):
+    rt = ServerRuntime(server, call_timeout_s=timeout)
+    sid = rt.new_session()
+    wallet = first_wallet(rt, sid)
+    t0 = rt.state(sid).now()
+    assert not rt.call(sid, "spend", {"wallet_id": wallet["id"], "amount": 1.0}).is_error
+    assert (rt.state(sid).now() - t0).total_seconds() == 60  # one tick, not two
+    assert rt.state(sid).wallets.get(wallet["id"])["balance"] == round(wallet["balance"] - 1.0, 2)  # committed
+    t1, changed = rt.state(sid).now(), rt.state_hash(sid)
+    assert not rt.call(sid, "list_wallets", {}).is_error
+    assert rt.state(sid).now() == t1 and rt.state_hash(sid) == changed  # a read changes nothing, clock included
+
+
+@BOTH_PATHS
+def test_a_rejected_or_crashing_call_changes_nothing_on_both_paths(timeout):
+    rt = ServerRuntime(server, call_timeout_s=timeout)
+    sid = rt.new_session()
+    wallet = first_wallet(rt, sid)
+    before, t0 = rt.state_hash(sid), rt.state(sid).now()
+    rejected = rt.call(sid, "spend", {"wallet_id": wallet["id"], "amount": 9999.0})  # writes, then fails its rule
+    assert rejected.error["reason"] == "INSUFFICIENT_FUNDS"
+    crashed = rt.call(sid, "explode", {"wallet_id": wallet["id"]})  # writes, then crashes
+    assert crashed.code == "INTERNAL" and crashed.error["reason"] == "TOOL_CRASHED"
+    assert rt.state_hash(sid) == before and rt.state(sid).now() == t0
+
+
+def _interrupting_server():
+    from typing import Annotated
+
+    from prove_core.toolkit import Server, ref
+    from tests.support.toy import WalletOptions, WalletState, build_wallets
+
+    srv = Server("interrupting", domain="test", description="A tool that raises KeyboardInterrupt.",
+                 state=WalletState, seed=build_wallets, options=WalletOptions)
+
+    @srv.tool(mutates=["wallet"], examples=[lambda s: {"wallet_id": s.wallets.first()["id"]}])
+    def interrupt(state: WalletState, wallet_id: Annotated[str, ref("wallet", "Wallet to touch.")]) -> dict:
+        """Write, then raise KeyboardInterrupt (as a Ctrl-C would while the tool runs)."""
+        state.wallets.update(wallet_id, balance=-1.0)
+        raise KeyboardInterrupt
+
+    return srv
+
+
+def test_a_real_ctrl_c_propagates_rolled_back_inline_and_is_a_crash_in_a_worker():
+    srv = _interrupting_server()
+    inline, worker = ServerRuntime(srv), ServerRuntime(srv, call_timeout_s=5.0)
+    for rt in (inline, worker):
+        sid = rt.new_session()
+        before = rt.state_hash(sid)
+        wallet_id = rt.state(sid).wallets.first()["id"]
+        if rt is inline:  # in the main thread: a real Ctrl-C stops the caller, with the call rolled back
+            with pytest.raises(KeyboardInterrupt):
+                rt.call(sid, "interrupt", {"wallet_id": wallet_id})
+        else:  # raised in the worker thread: a bug in the tool like any other
+            assert rt.call(sid, "interrupt", {"wallet_id": wallet_id}).code == "INTERNAL"
+        assert rt.state_hash(sid) == before
+
+
+# -- Environment sessions ------------------------------------------------------------------------------------
+
+
+def test_environment_new_session_keeps_a_falsy_but_given_id():
+    """Only a missing id gets a fresh one: "" is an id like any other (``x or default`` lost it)."""
+    env = Environment([ServerRuntime(server)])
+    assert env.new_session("") == ""
+    assert "" in env.runtimes["wallet"]
+    assert env.new_session(None) != ""
+
+
+# -- one factory, honouring [sessions] ------------------------------------------------------------------------
+
+
+def test_build_runtime_takes_its_session_settings_from_the_sessions_table():
+    from prove_core.config import SessionsConfig
+    from prove_core.env.runtime import build_runtime
+
+    rt = build_runtime(server, seed=4, sessions=SessionsConfig(ttl_s=12.0, max_sessions=7, call_timeout_s=3.0))
+    assert (rt.seed, rt.ttl_s, rt.max_sessions, rt.call_timeout_s) == (4, 12.0, 7, 3.0)
+    default = build_runtime(server)
+    table = SessionsConfig()
+    assert (default.ttl_s, default.max_sessions, default.call_timeout_s) == (table.ttl_s, table.max_sessions,
+                                                                             table.call_timeout_s)
+
+
+def test_every_framework_site_builds_runtimes_with_the_experiments_sessions(tmp_path):
+    from prove_core.config import SessionsConfig, load_experiment
+    from prove_core.env.runtime import Environments
+    from prove_core.model import Task
+    from prove_core.plugin.manager import Plugins
+    from prove_core.reward.core import build_reward
+    from prove_core.stages import build_environment
+
+    plugins = Plugins().load(autoload=False)
+    sessions = SessionsConfig(ttl_s=123.0, max_sessions=4567, call_timeout_s=8.0)
+    experiment = load_experiment({"name": "t", "output_dir": str(tmp_path), "servers": [{"name": "banking"}],
+                                  "sessions": {"ttl_s": 123.0, "max_sessions": 4567, "call_timeout_s": 8.0}})
+    assert experiment.sessions == sessions
+
+    def settings(rt):
+        return rt.ttl_s, rt.max_sessions, rt.call_timeout_s
+
+    wanted = (123.0, 4567, 8.0)
+    assert settings(build_environment(experiment, plugins).runtimes["banking"]) == wanted  # `prove run`
+    task = Task(servers=["banking"], seed=2)
+    assert settings(Environments(plugins.registry, sessions=sessions)(task).runtimes["banking"]) == wanted  # train, eval
+    reward = build_reward(None, plugins.registry, sessions=sessions)
+    assert settings(reward.servers.runtime("banking")) == wanted  # the reward's live forks
+
+
+def test_no_framework_module_builds_a_runtime_but_the_factory():
+    """Every ``ServerRuntime`` of the framework (the conformance kit and the test harness
+    included) comes from ``build_runtime``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = []
+    for package in ("prove_core", "plugins"):
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel == "prove_core/env/runtime.py":
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"\bServerRuntime\(", line):
+                    offenders.append(f"{rel}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+# -- one public-name function -----------------------------------------------------------------------------------
+
+
+def test_public_names_are_the_same_in_an_environment_over_mcp_and_for_perturbations():
+    import asyncio
+
+    from fastmcp import Client
+
+    from prove_core.env.runtime import public_name
+    from prove_core.env.serving import build_app
+    from prove_core.plugin.manager import Plugins
+    from prove_core.synth.perturbation import PerturbationContext
+
+    registry = Plugins().load(autoload=False).registry
+    runtimes = [ServerRuntime(registry.load("servers", n)) for n in ("banking", "payments")]
+    env = Environment(runtimes)
+    expected = {public_name(rt.name, spec.name, prefixed=True) for rt in runtimes for spec in rt.specs()}
+    assert {s.name for s in env.specs()} == expected
+    assert "banking_get_balance" in expected
+
+    async def served() -> set[str]:
+        async with Client(build_app(runtimes)) as client:
+            return {t.name for t in await client.list_tools()}
+
+    assert asyncio.run(served()) == expected
+    context = PerturbationContext(registry)
+    assert {context.public_name(["banking", "payments"], rt.name, s.name) for rt in runtimes for s in rt.specs()} == expected
+    single = Environment([ServerRuntime(registry.load("servers", "banking"))])
+    assert {s.name for s in single.specs()} == {s.name for s in runtimes[0].specs()}
+    assert context.public_name(["banking"], "banking", "get_balance") == "get_balance"

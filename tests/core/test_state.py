@@ -1,5 +1,3 @@
-import random
-
 import pytest
 
 from prove_core.errors import NotFound
@@ -95,12 +93,20 @@ def test_seeded_build_is_deterministic_and_sized_by_options():
 
 
 def test_clock_is_per_state_and_advances_only_when_asked():
-    state = Shop()
+    state, other = Shop(), Shop()
     t0 = state.now()
-    state.advance_clock(120)
+    assert other.now() == t0  # every state starts at the same fixed date
+    state.items.insert({"name": "lamp"})  # reads and writes do not move the clock...
+    assert state.now() == state.now() == t0
+    state.advance_clock(120)  # ...only advance_clock does, by the seconds asked
     assert (state.now() - t0).total_seconds() == 120
-    assert Shop().now() == t0
-    assert isinstance(random.Random(0).random(), float)
+    state.advance_clock()
+    assert (state.now() - t0).total_seconds() == 180  # the default tick is one minute
+    assert other.now() == t0  # per state: another state's clock did not move
+    snap = state.snapshot()
+    state.advance_clock(60)
+    state.restore(snap)
+    assert (state.now() - t0).total_seconds() == 180  # the clock is state: a restore rewinds it
 
 
 class Ledger(State):

@@ -29,7 +29,7 @@ def http_server():
             break
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode())
+                raise RuntimeError(proc.stderr.read().decode()) from None
             time.sleep(0.1)
     yield {"url": f"http://127.0.0.1:{port}/mcp", "token": token, "port": port}
     proc.terminate()

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from prove_core.config import ModelConfig
-from prove_core.eval.core import EvalContext, Reference
-from prove_core.model import ToolCall
-from prove_plugins.models.clients import OracleConfig, OraclePolicy, build_policy
 from prove_core.env.rollout import PolicyTurn
 from prove_core.env.runtime import ServerRuntime
+from prove_core.eval.core import EvalContext, Reference, build_client
+from prove_core.model import ToolCall
+from prove_plugins.models.clients import OracleConfig, OraclePolicy
 
 SUBSET = 6  # entries per category in these tests; `prove eval --benchmark bfcl` runs all 800
 
@@ -30,10 +30,10 @@ def test_oracle_scores_100_and_no_call_0_through_bfcls_checker(bfcl, plugins):
     oracle = _run(plugins, OraclePolicy(OracleConfig()))
     assert len(oracle) == 4 * SUBSET and {o.category for o in oracle} == set(bfcl.CATEGORIES)
     assert all(o.success for o in oracle), [(o.task_id, o.details.get("error_message")) for o in oracle if not o.success]
-    nothing = _run(plugins, build_policy(ModelConfig(name="n", client="no_call"), plugins.registry))
+    nothing = _run(plugins, build_client(ModelConfig(name="n", client="no_call"), plugins.registry))
     assert not any(o.success for o in nothing)
     assert {o.details["error_type"] for o in nothing} == {"multi_turn:empty_turn_model_response"}
-    spam = _run(plugins, build_policy(ModelConfig(name="s", client="spammer"), plugins.registry), categories=["base"])
+    spam = _run(plugins, build_client(ModelConfig(name="s", client="spammer"), plugins.registry), categories=["base"])
     assert not any(o.success for o in spam) and all(o.metrics["calls"] > o.metrics["ground_truth_calls"] for o in spam)
 
 
@@ -66,7 +66,7 @@ def test_force_terminated_when_a_turn_runs_past_bfcls_step_limit(bfcl, plugins):
     from prove_plugins.eval_bfcl import MAXIMUM_STEP_LIMIT as OURS
 
     assert OURS == MAXIMUM_STEP_LIMIT
-    spammer = build_policy(ModelConfig(name="s", client="spammer", options={"turns": 100, "calls_per_turn": 1}),
+    spammer = build_client(ModelConfig(name="s", client="spammer", options={"turns": 100, "calls_per_turn": 1}),
                            plugins.registry)
     outcome = _run(plugins, spammer, categories=["base"], limit=1)[0]
     assert outcome.details["error_type"] == "multi_turn:force_terminated" and outcome.metrics["steps"] == OURS + 1
@@ -130,8 +130,8 @@ def test_benchmark_servers_are_listed_through_the_entry_point_and_can_be_left_ou
 def test_benchmark_environments_never_become_distractors(bfcl, tau2):
     """Training material must not show a model a benchmark's tools, and installing an evaluation
     package must not change a corpus: the distractor pool leaves benchmark servers out."""
-    from prove_core.synth.perturbation import PerturbationContext
     from prove_core.plugin.manager import Plugins
+    from prove_core.synth.perturbation import PerturbationContext
 
     full = Plugins().load()  # entry points included: the benchmark servers are registered
     assert {"bfcl_travel_booking", "tau2_airline"} <= set(full.registry.names("servers"))

@@ -8,14 +8,23 @@ import pytest
 
 from prove_core import hookimpl
 from prove_core.config import ModelConfig
-from prove_core.errors import ConfigError, ProveError
-from prove_core.eval.core import (Outcome, Reference, build_report, markdown, paired_interval, run_evaluation, wilson,
-                                   write_report)
-from prove_core.model import JsonlWriter, ToolCall
-from prove_core.reward.parsing import ParseFailure
-from prove_core.plugin.manager import Plugins
-from prove_plugins.models.clients import OpenAIConfig, OpenAIPolicy, build_policy
 from prove_core.env.rollout import PolicyTurn
+from prove_core.errors import ConfigError, ProveError, UnknownComponent
+from prove_core.eval.core import (
+    Outcome,
+    Reference,
+    build_client,
+    build_report,
+    markdown,
+    paired_interval,
+    run_evaluation,
+    wilson,
+    write_report,
+)
+from prove_core.model import JsonlWriter, ToolCall
+from prove_core.plugin.manager import Plugins
+from prove_core.reward.parsing import ParseFailure
+from prove_plugins.models.clients import OpenAIConfig, OpenAIPolicy
 from tests.eval.conftest import eval_experiment, message
 
 
@@ -72,7 +81,7 @@ def test_report_compares_models_per_category_with_counts_intervals_and_plots(tmp
 
 def test_scripted_baselines_play_the_reference_by_user_turn():
     registry = Plugins().load(autoload=False).registry
-    oracle = build_policy(ModelConfig(name="o", client="oracle"), registry)
+    oracle = build_client(ModelConfig(name="o", client="oracle"), registry)
     call = ToolCall(id="c1", name="find", arguments={"q": 1})
     oracle.begin(Reference(turns=[[PolicyTurn(attempts=[call]), PolicyTurn(content="found")], []]))
     conversation = [{"role": "user", "content": "hi"}]
@@ -81,7 +90,7 @@ def test_scripted_baselines_play_the_reference_by_user_turn():
     assert oracle.respond(conversation, []).content == "found"
     conversation += [{"role": "assistant", "content": "found"}, {"role": "user", "content": "and?"}]
     assert oracle.respond(conversation, []) == PolicyTurn(content="Done.")
-    spammer = build_policy(ModelConfig(name="s", client="spammer", options={"calls_per_turn": 4}), registry)
+    spammer = build_client(ModelConfig(name="s", client="spammer", options={"calls_per_turn": 4}), registry)
     spammer.begin(Reference(turns=[[PolicyTurn(attempts=[call])]]))
     turn = spammer.respond([{"role": "user", "content": "hi"}], [])
     assert [a.name for a in turn.attempts] == ["find"] * 4 and len({a.id for a in turn.attempts}) == 4
@@ -89,8 +98,38 @@ def test_scripted_baselines_play_the_reference_by_user_turn():
         "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}, "required": ["n", "s"]}}}]
     spammer.begin(None)
     assert spammer.respond([{"role": "user", "content": "hi"}], tools).attempts[0].arguments == {"n": 1, "s": "x"}
-    no_call = build_policy(ModelConfig(name="n", client="no_call"), registry)
+    no_call = build_client(ModelConfig(name="n", client="no_call"), registry)
     assert not no_call.respond([{"role": "user", "content": "hi"}], tools).attempts
+
+
+def test_clients_are_looked_up_in_the_registry():
+    plugins = Plugins().load(autoload=False)
+    registry = plugins.registry
+    assert registry.names("clients") == ["hf", "no_call", "openai", "oracle", "spammer"]
+    assert all(registry.component("clients", n).plugin == "prove_plugins.models.clients" for n in registry.names("clients"))
+    with pytest.raises(UnknownComponent, match=r"no client named 'oracel' \(registered: hf, no_call, openai, oracle, spammer\)"):
+        build_client(ModelConfig(name="m", client="oracel"), registry)
+    with pytest.raises(ConfigError, match=r"\$\.eval\.models\[3\]\.options: extra fields found \(replies\)"):
+        build_client(ModelConfig(name="m", client="no_call", options={"replies": "x"}), registry, path="$.eval.models[3]")
+
+    class Echo:
+        """A third-party client: repeats the last user message."""
+
+        name = "echo"
+
+        @attrs.frozen
+        class Config:
+            prefix: str = ""
+
+        def __init__(self, config, *, registry):
+            self.config, self.registry = config, registry
+
+        def respond(self, messages, tools):
+            return PolicyTurn(content=self.config.prefix + messages[-1]["content"])
+
+    plugins.add(types.SimpleNamespace(prove_register_clients=hookimpl(lambda register: register(Echo))), name="echo-plugin")
+    echo = build_client(ModelConfig(name="e", client="echo", options={"prefix": "> "}), registry)
+    assert echo.registry is registry and echo.respond([{"role": "user", "content": "hi"}], []).content == "> hi"
 
 
 def test_model_and_benchmark_options_are_checked_with_paths(tmp_path):
@@ -101,7 +140,7 @@ def test_model_and_benchmark_options_are_checked_with_paths(tmp_path):
     with pytest.raises(ConfigError) as info:
         run_evaluation(bad, plugins)
     text = str(info.value)
-    assert "$.eval.models[0].client: unknown model client 'oracel'" in text
+    assert "$.eval.models[0].client: no client named 'oracel' (registered: hf, no_call, openai, oracle, spammer)" in text
     assert "$.eval.models[1].options" in text and "temprature" in text
     assert "$.eval.benchmarks[0].options" in text and "categories" in text
     assert "$.eval.benchmarks[1].name: no evaluator named 'nope'" in text
@@ -157,7 +196,7 @@ def test_openai_client_sends_tools_and_decodes_tool_calls(endpoint, monkeypatch)
         (500, {"error": "overloaded"}), (200, message(content="All done.")),
     ]
     policy = OpenAIPolicy(OpenAIConfig(base_url=url, model="qwen", api_key_env="PROVE_TEST_KEY", retries=1,
-                                       extra_body={"top_p": 0.9}), name="q", registry=registry)
+                                       extra_body={"top_p": 0.9}), registry=registry)
     tools = [{"type": "function", "function": {"name": "get_balance", "parameters": {"type": "object"}}}]
     turn = policy.respond([{"role": "user", "content": "balance?"}], tools)
     assert turn.attempts[0] == ToolCall(id="a", name="get_balance", arguments={"account_id": "acc_1"})

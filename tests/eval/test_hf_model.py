@@ -42,9 +42,9 @@ def test_a_tiny_checkpoint_is_evaluated_end_to_end(tmp_path, corpus, plugins, ch
 def test_hf_client_options_are_checked(plugins, tmp_path):
     from prove_core.config import ModelConfig
     from prove_core.errors import ConfigError, ProveError
-    from prove_plugins.models.clients import build_policy
+    from prove_core.eval.core import build_client
 
     with pytest.raises(ConfigError, match=r"\$\.eval\.models\[0\]\.options"):
-        build_policy(ModelConfig(name="m", client="hf", options={"max_new_tokens": 8}), plugins.registry)
+        build_client(ModelConfig(name="m", client="hf", options={"max_new_tokens": 8}), plugins.registry)
     with pytest.raises(ProveError, match="not a folder"):
-        build_policy(ModelConfig(name="m", client="hf", options={"path": str(tmp_path / "nope")}), plugins.registry)
+        build_client(ModelConfig(name="m", client="hf", options={"path": str(tmp_path / "nope")}), plugins.registry)

@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 from prove_core.config import ModelConfig
-from prove_core.eval.core import EvalContext, Reference
-from prove_plugins.models.clients import OracleConfig, OraclePolicy, build_policy
 from prove_core.env.runtime import ServerRuntime
+from prove_core.eval.core import EvalContext, Reference, build_client
+from prove_plugins.models.clients import OracleConfig, OraclePolicy
 from tests.eval.conftest import message
 
 # tasks whose golden actions write (so leaving one out must change the end state)
@@ -49,7 +49,7 @@ def test_golden_replay_scores_one_and_a_truncated_replay_less(tau2, plugins, dom
     assert all(o.success and o.details["termination"] == "user_stop" for o in golden.values())
     truncated = _run(plugins, TruncatedOracle(OracleConfig()), domain, ids)
     assert all(o.score < 1.0 and not o.success for o in truncated.values()), {k: o.score for k, o in truncated.items()}
-    nothing = _run(plugins, build_policy(ModelConfig(name="n", client="no_call"), plugins.registry), domain, ids)
+    nothing = _run(plugins, build_client(ModelConfig(name="n", client="no_call"), plugins.registry), domain, ids)
     assert all(o.score == 0.0 for o in nothing.values())
 
 
@@ -69,7 +69,7 @@ def test_the_conversation_is_scored_by_tau2s_own_evaluator(tau2, plugins):
 
 
 def test_max_steps_ends_a_conversation_and_scores_zero(tau2, plugins):
-    spammer = build_policy(ModelConfig(name="s", client="spammer", options={"turns": 50}), plugins.registry)
+    spammer = build_client(ModelConfig(name="s", client="spammer", options={"turns": 50}), plugins.registry)
     outcome = _run(plugins, spammer, "mock", ["create_task_1"], max_steps=3)["mock_create_task_1"]
     assert outcome.details["termination"] == "max_steps" and outcome.score == 0.0
 

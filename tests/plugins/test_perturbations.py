@@ -6,6 +6,7 @@ import attrs
 import pytest
 
 from prove_core.errors import ConfigError
+from prove_core.reward.core import Rollout, build_reward
 from prove_core.synth.perturbation import (
     PerturbationContext,
     PerturbationEntry,
@@ -13,7 +14,6 @@ from prove_core.synth.perturbation import (
     build_perturber,
     tool_name,
 )
-from prove_core.reward.core import Rollout, build_reward
 from prove_plugins.perturbations import Distractors, EnumStripping, HiddenTool, Irrelevance
 from tests.support.reward_tasks import banking_transfer_task, example_for, registry, shopping_checkout_task
 

@@ -144,7 +144,8 @@ weight = 1.0
     assert summary["ok"] and stage["rollouts"] == 8
     report = json.loads((tmp_path / "scored" / "reward" / "report.json").read_text())
     assert report["weights"] == {"validity": 0.5, "final_state": 1.0} and len(report["worst"]) == 2
-    scores = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "scored" / "reward" / "scores.jsonl").read_text().splitlines()}
+    score_lines = (tmp_path / "scored" / "reward" / "scores.jsonl").read_text().splitlines()
+    scores = {json.loads(x)["id"]: json.loads(x) for x in score_lines}
     assert scores["bank-ground-truth"]["components"]["final_state"]["value"] == 1.0
     assert scores["shop-spam"]["components"]["final_state"]["value"] == 1.0  # repeated searches change nothing
     assert any("rollouts scored" in line for line in lines)

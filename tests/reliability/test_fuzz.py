@@ -12,8 +12,8 @@ import time
 import pytest
 
 from benchmarks import bench_fuzz
-from prove_core.plugin.manager import Plugins
 from prove_core.env.runtime import ServerRuntime
+from prove_core.plugin.manager import Plugins
 from prove_core.testing.conformance import example_at
 
 SERVERS = Plugins().load(autoload=False).registry.names("servers")

@@ -35,7 +35,7 @@ from prove_core.env.serving import build_app
 from prove_servers import filesystem
 from tests.support.toy import server as wallet
 
-SERVERS_DIR = Path(filesystem.__file__).parent
+SERVERS_DIR = Path(filesystem.__file__).parents[1]  # servers/ (filesystem is a package in it)
 
 
 # -- session ids ---------------------------------------------------------------------------------
@@ -429,7 +429,7 @@ def tool_parameters(tree: ast.Module) -> dict[ast.FunctionDef, set[str]]:
 
 def test_no_server_evaluates_or_executes_its_input():
     problems, tools_seen = [], 0
-    for path in sorted(SERVERS_DIR.glob("*.py")):
+    for path in sorted(SERVERS_DIR.rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             where = f"{path.name}:{getattr(node, 'lineno', '?')}"

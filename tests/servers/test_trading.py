@@ -1,96 +1,47 @@
-"""The trading server: tool surface, seed, exchange hours on the session clock, order rules and
-typed failures.
-
-Every failure test checks the reason, that the tool declares it, and that the session state is
-unchanged afterwards — by the tool itself (it checks before it writes), not only by the
-executor's rollback. Tests that need another time of day move the session clock forward.
+"""The trading server's own rules: exchange hours on the session clock, quotes, watchlists, market
+and limit orders, positions and cash, with typed failures. What every server guarantees is the
+conformance kit's (tests/servers/test_conformance.py). Tests that need another time of day move
+the session clock forward.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-from typing import Any
 
-import pluggy
 import pytest
 
-from prove_core.plugin import hookspecs
-from prove_core.env.runtime import ServerRuntime
-from prove_core.toolkit import State, ToolError
+from prove_core.testing import ServerHarness, servers_registered_by
 from prove_servers import trading
 from prove_servers.trading import EXCHANGES, TradingOptions, server
 
 TOOLS = server.tools
-NAMES = {
-    "search_symbols", "get_quote", "list_watchlists", "create_watchlist", "add_to_watchlist", "remove_from_watchlist",
-    "place_market_order", "place_limit_order", "cancel_order", "get_order", "list_orders", "list_positions",
-    "get_cash_balance",
-}
-ALL_EXAMPLES = [(name, i) for name, tool in TOOLS.items() for i in range(len(tool.examples))]
 UTC = dt.UTC
+h = ServerHarness.fixture(server)
 
 
-@pytest.fixture(scope="module")
-def rt() -> ServerRuntime:
-    return ServerRuntime(server)
-
-
-@pytest.fixture
-def sid(rt: ServerRuntime) -> str:
-    return rt.new_session()
-
-
-def ok(rt: ServerRuntime, sid: str, tool: str, **args: Any) -> dict:
-    result = rt.call(sid, tool, args)
-    assert not result.is_error, result.error
-    return result.data
-
-
-def fails(rt: ServerRuntime, sid: str, tool: str, reason: str, **args: Any) -> dict:
-    before = rt.state_hash(sid)
-    probe = State.from_snapshot(rt.state(sid).snapshot())
-    with pytest.raises(ToolError):
-        TOOLS[tool].fn(probe, **TOOLS[tool].validate(dict(args)))
-    assert probe.state_hash() == before, f"{tool} wrote before failing with {reason}"
-    result = rt.call(sid, tool, args)
-    assert result.is_error, f"{tool} succeeded: {result.data}"
-    assert result.error["reason"] == reason, result.error
-    assert reason in TOOLS[tool].spec.errors, f"{tool} does not declare {reason}"
-    assert rt.state_hash(sid) == before
-    return result.error
-
-
-def example_args(rt: ServerRuntime, sid: str, example: Any) -> dict:
-    return dict(example(rt.state(sid)) if callable(example) else example)
-
-
-def move_clock_to(rt: ServerRuntime, sid: str, when: dt.datetime) -> None:
-    state = rt.state(sid)
+def move_clock_to(h, when: dt.datetime) -> None:
+    state = h.state
     state.advance_clock(int((when - state.now()).total_seconds()))
 
 
-def cash(rt: ServerRuntime, sid: str, currency: str) -> dict:
-    return next(b for b in ok(rt, sid, "get_cash_balance")["balances"] if b["currency"] == currency)
+def cash(h, currency: str) -> dict:
+    return next(b for b in h.ok("get_cash_balance")["balances"] if b["currency"] == currency)
 
 
-def quote(rt: ServerRuntime, sid: str, symbol: str) -> dict:
-    return ok(rt, sid, "get_quote", symbol=symbol)
+def quote(h, symbol: str) -> dict:
+    return h.ok("get_quote", symbol=symbol)
 
 
-# -- tool surface ---------------------------------------------------------------------------------
+# -- declared surface and seed --------------------------------------------------------------------
 
 
-def test_exactly_13_tools_each_described_with_examples():
-    assert set(TOOLS) == NAMES and len(TOOLS) == 13
-    assert (server.name, server.domain) == ("trading", "finance")
-    for name, tool in TOOLS.items():
-        assert tool.spec.description and tool.examples, name
-        for param, schema in tool.spec.parameters["properties"].items():
-            assert schema.get("description"), f"{name}.{param} has no description"
-
-
-def test_annotations_match_what_tools_do():
+def test_tool_surface_and_registration():
+    assert set(TOOLS) == {
+        "search_symbols", "get_quote", "list_watchlists", "create_watchlist", "add_to_watchlist",
+        "remove_from_watchlist", "place_market_order", "place_limit_order", "cancel_order", "get_order",
+        "list_orders", "list_positions", "get_cash_balance",
+    }
+    assert servers_registered_by(trading) == [server] and (server.name, server.domain) == ("trading", "finance")
     read_only = {n for n, t in TOOLS.items() if t.spec.annotations.read_only}
     assert read_only == {"search_symbols", "get_quote", "list_watchlists", "get_order", "list_orders",
                          "list_positions", "get_cash_balance"}
@@ -101,47 +52,14 @@ def test_annotations_match_what_tools_do():
     assert TOOLS["place_limit_order"].spec.entity_params() == {"symbol": "security"}
 
 
-def test_quantity_and_symbol_bounds_are_in_the_schema(rt, sid):
+def test_every_write_example_changes_the_state(h):
+    assert h.write_examples_changing_nothing() == []
+
+
+def test_quantity_and_symbol_bounds_are_in_the_schema(h):
     for args in ({"quantity": 0}, {"quantity": 10_001}, {"quantity": 1.5}, {"symbol": "TOO-LONG"}, {"side": "short"}):
         call = {"symbol": "VOD.L", "side": "buy", "quantity": 1, **args}
-        assert rt.call(sid, "place_market_order", call).error["reason"] == "SCHEMA_VIOLATION", args
-
-
-@pytest.mark.parametrize(("tool", "index"), ALL_EXAMPLES)
-def test_every_example_succeeds_on_a_fresh_session(rt, tool, index):
-    sid = rt.new_session()
-    data = ok(rt, sid, tool, **example_args(rt, sid, TOOLS[tool].examples[index]))
-    assert json.loads(json.dumps(data)) == data  # JSON-native values only
-
-
-def test_read_only_tools_never_change_state_and_writers_do(rt):
-    for name, tool in TOOLS.items():
-        for example in tool.examples:
-            sid = rt.new_session()
-            before = rt.state_hash(sid)
-            ok(rt, sid, name, **example_args(rt, sid, example))
-            assert (rt.state_hash(sid) != before) != tool.spec.annotations.read_only, name
-
-
-def test_idempotent_writers_have_no_further_effect_when_repeated(rt):
-    for name, tool in TOOLS.items():
-        if tool.spec.annotations.read_only or not tool.spec.annotations.idempotent:
-            continue
-        sid = rt.new_session()
-        args = example_args(rt, sid, tool.examples[0])
-        ok(rt, sid, name, **args)
-        once = rt.state_hash(sid)
-        rt.call(sid, name, args)  # refused: already exists, already there, already gone, already canceled
-        assert rt.state_hash(sid) == once, name
-
-
-# -- seed -----------------------------------------------------------------------------------------
-
-
-def test_same_seed_same_state_and_other_seed_differs():
-    first, again, other = ServerRuntime(server), ServerRuntime(server), ServerRuntime(server, seed=1)
-    assert first.state_hash(first.new_session()) == again.state_hash(again.new_session())
-    assert other.state_hash(other.new_session()) != first.state_hash(first.new_session())
+        h.fails("place_market_order", "SCHEMA_VIOLATION", "INVALID_ARGUMENT", **call)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 4, 9])
@@ -162,26 +80,12 @@ def test_seed_is_consistent_and_has_what_tasks_need(seed):
     assert all(c["cash"] > 0 for c in state.cash)
 
 
-def test_a_ten_times_larger_seed_works(rt):
-    big = ServerRuntime(server, options=TradingOptions(past_orders=300))
-    assert len(big.state(big.new_session()).orders) > 9 * len(rt.state(rt.new_session()).orders)
-    for name, index in ALL_EXAMPLES:
-        sid = big.new_session()
-        ok(big, sid, name, **example_args(big, sid, TOOLS[name].examples[index]))
-
-
-def test_options_are_validated():
+def test_a_ten_times_larger_seed_works_and_options_are_validated(h):
+    big = ServerHarness(server, options=TradingOptions(past_orders=300))
+    assert len(big.state.orders) > 9 * len(h.state.orders)
+    big.run_examples()
     with pytest.raises(ValueError):
         TradingOptions(past_orders=0)
-
-
-def test_registers_through_the_plugin_hook():
-    pm = pluggy.PluginManager("prove")
-    pm.add_hookspecs(hookspecs)
-    pm.register(trading)
-    registered: list[Any] = []
-    pm.hook.prove_register_servers(register=registered.append)
-    assert registered == [server]
 
 
 # -- exchange hours -------------------------------------------------------------------------------
@@ -200,202 +104,200 @@ def test_the_exchange_calendar_follows_local_time_and_daylight_saving():
     assert lse.next_session(at("2026-03-06T17:00"))[0] == at("2026-03-09T08:00")
 
 
-def test_at_the_default_clock_london_is_open_and_new_york_closed(rt, sid):
-    us, uk = quote(rt, sid, "AAPL")["market"], quote(rt, sid, "vod.l")["market"]
+def test_at_the_default_clock_london_is_open_and_new_york_closed(h):
+    us, uk = quote(h, "AAPL")["market"], quote(h, "vod.l")["market"]
     assert (us["is_open"], us["local_time"]) == (False, "2026-03-02T04:00")
     assert us["session_opens_at"] == "2026-03-02T14:30:00Z"
     assert (uk["is_open"], uk["local_time"]) == (True, "2026-03-02T09:00")
-    error = fails(rt, sid, "place_market_order", "MARKET_CLOSED", symbol="AAPL", side="buy", quantity=1)
+    error = h.fails("place_market_order", "MARKET_CLOSED", symbol="AAPL", side="buy", quantity=1)
     assert error["details"] == {"exchange": "NASDAQ", "opens_at": "2026-03-02T14:30:00Z"}
-    ok(rt, sid, "place_market_order", symbol="VOD.L", side="buy", quantity=100)
+    h.ok("place_market_order", symbol="VOD.L", side="buy", quantity=100)
 
 
-def test_a_limit_order_on_a_closed_market_is_queued_even_when_marketable(rt, sid):
-    aapl = quote(rt, sid, "AAPL")
-    before = cash(rt, sid, "USD")
-    placed = ok(rt, sid, "place_limit_order", symbol="AAPL", side="buy", quantity=10, limit_price=aapl["ask"])
+def test_a_limit_order_on_a_closed_market_is_queued_even_when_marketable(h):
+    aapl = quote(h, "AAPL")
+    before = cash(h, "USD")
+    placed = h.ok("place_limit_order", symbol="AAPL", side="buy", quantity=10, limit_price=aapl["ask"])
     order = placed["order"]
     assert (order["status"], order["filled_quantity"], order["expires_at"]) == ("queued", 0, "2026-03-02T21:00:00Z")
     reserved = round(10 * aapl["ask"], 2)
-    after = cash(rt, sid, "USD")
+    after = cash(h, "USD")
     assert after["cash"] == before["cash"] and after["reserved_for_orders"] == round(before["reserved_for_orders"]
                                                                                      + reserved, 2)
     assert placed["buying_power"] == after["buying_power"] == round(before["buying_power"] - reserved, 2)
-    canceled = ok(rt, sid, "cancel_order", order_id=order["id"])
-    assert canceled["status"] == "canceled" and cash(rt, sid, "USD")["buying_power"] == before["buying_power"]
+    canceled = h.ok("cancel_order", order_id=order["id"])
+    assert canceled["status"] == "canceled" and cash(h, "USD")["buying_power"] == before["buying_power"]
 
 
-def test_market_orders_follow_the_clock(rt, sid):
-    move_clock_to(rt, sid, dt.datetime(2026, 3, 2, 14, 30, tzinfo=UTC))  # 09:30 in New York
-    aapl = quote(rt, sid, "AAPL")
+def test_market_orders_follow_the_clock(h):
+    move_clock_to(h, dt.datetime(2026, 3, 2, 14, 30, tzinfo=UTC))  # 09:30 in New York
+    aapl = quote(h, "AAPL")
     assert aapl["market"]["is_open"]
-    filled = ok(rt, sid, "place_market_order", symbol="AAPL", side="buy", quantity=2)["order"]
+    filled = h.ok("place_market_order", symbol="AAPL", side="buy", quantity=2)["order"]
     assert (filled["status"], filled["filled_price"]) == ("filled", aapl["ask"])
-    move_clock_to(rt, sid, dt.datetime(2026, 3, 2, 16, 30, tzinfo=UTC))  # 16:30 in London: closed
-    error = fails(rt, sid, "place_market_order", "MARKET_CLOSED", symbol="VOD.L", side="buy", quantity=1)
+    move_clock_to(h, dt.datetime(2026, 3, 2, 16, 30, tzinfo=UTC))  # 16:30 in London: closed
+    error = h.fails("place_market_order", "MARKET_CLOSED", symbol="VOD.L", side="buy", quantity=1)
     assert error["details"]["opens_at"] == "2026-03-03T08:00:00Z"
-    queued = ok(rt, sid, "place_limit_order", symbol="VOD.L", side="buy", quantity=1,
-                limit_price=quote(rt, sid, "VOD.L")["ask"])["order"]
+    queued = h.ok("place_limit_order", symbol="VOD.L", side="buy", quantity=1,
+                  limit_price=quote(h, "VOD.L")["ask"])["order"]
     assert queued["status"] == "queued" and queued["expires_at"] == "2026-03-03T16:30:00Z"  # the next session's day
 
 
 # -- orders, cash and positions -------------------------------------------------------------------
 
 
-def test_buy_and_sell_move_cash_and_positions(rt, sid):
-    symbol = rt.state(sid).securities.first(lambda s: s["currency"] == "GBP"
-                                            and rt.state(sid).positions.find(s["id"]) is None)["id"]
-    q = quote(rt, sid, symbol)
-    gbp = cash(rt, sid, "GBP")["cash"]
-    buy = ok(rt, sid, "place_market_order", symbol=symbol, side="buy", quantity=300)
+def test_buy_and_sell_move_cash_and_positions(h):
+    symbol = h.state.securities.first(lambda s: s["currency"] == "GBP"
+                                            and h.state.positions.find(s["id"]) is None)["id"]
+    q = quote(h, symbol)
+    gbp = cash(h, "GBP")["cash"]
+    buy = h.ok("place_market_order", symbol=symbol, side="buy", quantity=300)
     assert buy["cash"] == round(gbp - 300 * q["ask"], 2) and buy["order"]["notional"] == round(300 * q["ask"], 2)
-    position = next(p for p in ok(rt, sid, "list_positions", currency="GBP")["positions"] if p["symbol"] == symbol)
+    position = next(p for p in h.ok("list_positions", currency="GBP")["positions"] if p["symbol"] == symbol)
     assert (position["quantity"], position["average_cost"], position["available_to_sell"]) == (300, q["ask"], 300)
     assert position["unrealized_pnl"] == round(300 * q["last"] - position["cost_basis"], 2)
-    sell = ok(rt, sid, "place_market_order", symbol=symbol, side="sell", quantity=100)["order"]
+    sell = h.ok("place_market_order", symbol=symbol, side="sell", quantity=100)["order"]
     assert (sell["filled_price"], sell["realized_pnl"]) == (q["bid"], round(100 * (q["bid"] - q["ask"]), 2))
-    assert rt.state(sid).positions.get(symbol)["quantity"] == 200
-    ok(rt, sid, "place_market_order", symbol=symbol, side="sell", quantity=200)
-    assert symbol not in {p["symbol"] for p in ok(rt, sid, "list_positions")["positions"]}  # closed out
-    assert cash(rt, sid, "GBP")["cash"] == round(gbp - 300 * q["ask"] + 300 * q["bid"], 2)
+    assert h.state.positions.get(symbol)["quantity"] == 200
+    h.ok("place_market_order", symbol=symbol, side="sell", quantity=200)
+    assert symbol not in {p["symbol"] for p in h.ok("list_positions")["positions"]}  # closed out
+    assert cash(h, "GBP")["cash"] == round(gbp - 300 * q["ask"] + 300 * q["bid"], 2)
 
 
-def test_a_marketable_limit_order_on_an_open_market_fills_at_the_quote(rt, sid):
-    q = quote(rt, sid, "BARC.L")
-    high = ok(rt, sid, "place_limit_order", symbol="BARC.L", side="buy", quantity=10, limit_price=round(q["ask"] + 0.05,
-                                                                                                       2))
+def test_a_marketable_limit_order_on_an_open_market_fills_at_the_quote(h):
+    q = quote(h, "BARC.L")
+    high = h.ok("place_limit_order", symbol="BARC.L", side="buy", quantity=10, limit_price=round(q["ask"] + 0.05,
+                                                                                                 2))
     assert (high["order"]["status"], high["order"]["filled_price"]) == ("filled", q["ask"])  # price improvement
-    low = ok(rt, sid, "place_limit_order", symbol="BARC.L", side="buy", quantity=10, limit_price=round(q["bid"] - 0.05,
-                                                                                                      2))
+    low = h.ok("place_limit_order", symbol="BARC.L", side="buy", quantity=10, limit_price=round(q["bid"] - 0.05,
+                                                                                                2))
     assert (low["order"]["status"], low["order"]["filled_price"]) == ("open", None)
 
 
-def test_buying_power_counts_open_buy_orders(rt, sid):
-    usd = cash(rt, sid, "USD")
-    spy = quote(rt, sid, "SPY")
+def test_buying_power_counts_open_buy_orders(h):
+    usd = cash(h, "USD")
+    spy = quote(h, "SPY")
     too_many = int(usd["buying_power"] // spy["ask"]) + 1
-    error = fails(rt, sid, "place_limit_order", "INSUFFICIENT_BUYING_POWER", symbol="SPY", side="buy",
-                  quantity=too_many, limit_price=spy["ask"])
+    error = h.fails("place_limit_order", "INSUFFICIENT_BUYING_POWER", symbol="SPY", side="buy",
+                    quantity=too_many, limit_price=spy["ask"])
     assert error["details"]["buying_power"] == usd["buying_power"] and usd["reserved_for_orders"] > 0
-    ok(rt, sid, "place_limit_order", symbol="SPY", side="buy", quantity=too_many - 1, limit_price=spy["ask"])
-    gbp_power = cash(rt, sid, "GBP")["buying_power"]
-    azn = quote(rt, sid, "AZN.L")
-    fails(rt, sid, "place_market_order", "INSUFFICIENT_BUYING_POWER", symbol="AZN.L", side="buy",
-          quantity=int(gbp_power // azn["ask"]) + 1)  # pounds are not dollars: no currency conversion
+    h.ok("place_limit_order", symbol="SPY", side="buy", quantity=too_many - 1, limit_price=spy["ask"])
+    gbp_power = cash(h, "GBP")["buying_power"]
+    azn = quote(h, "AZN.L")
+    h.fails("place_market_order", "INSUFFICIENT_BUYING_POWER", symbol="AZN.L", side="buy",
+            quantity=int(gbp_power // azn["ask"]) + 1)  # pounds are not dollars: no currency conversion
 
 
-def test_no_short_selling_and_offered_shares_are_not_free(rt, sid):
-    state = rt.state(sid)
+def test_no_short_selling_and_offered_shares_are_not_free(h):
+    state = h.state
     offer = state.orders.first(status="open", side="sell")
     held = state.positions.get(offer["symbol"])["quantity"]
     free = held - offer["quantity"]
-    error = fails(rt, sid, "place_market_order", "INSUFFICIENT_SHARES", symbol=offer["symbol"], side="sell",
-                  quantity=free + 1)
+    error = h.fails("place_market_order", "INSUFFICIENT_SHARES", symbol=offer["symbol"], side="sell",
+                    quantity=free + 1)
     assert (error["details"]["held"], error["details"]["available"]) == (held, free)
-    ok(rt, sid, "cancel_order", order_id=offer["id"])
-    ok(rt, sid, "place_market_order", symbol=offer["symbol"], side="sell", quantity=free + 1)
+    h.ok("cancel_order", order_id=offer["id"])
+    h.ok("place_market_order", symbol=offer["symbol"], side="sell", quantity=free + 1)
     never_held = state.securities.first(lambda s: s["currency"] == "GBP" and state.positions.find(s["id"]) is None)
-    fails(rt, sid, "place_market_order", "INSUFFICIENT_SHARES", symbol=never_held["id"], side="sell", quantity=1)
-    fails(rt, sid, "place_limit_order", "INSUFFICIENT_SHARES", symbol=never_held["id"], side="sell", quantity=1,
-          limit_price=never_held["ask"])
+    h.fails("place_market_order", "INSUFFICIENT_SHARES", symbol=never_held["id"], side="sell", quantity=1)
+    h.fails("place_limit_order", "INSUFFICIENT_SHARES", symbol=never_held["id"], side="sell", quantity=1,
+            limit_price=never_held["ask"])
 
 
-def test_limit_prices_need_the_tick_and_a_sane_band(rt, sid):
-    aapl = quote(rt, sid, "AAPL")
-    error = fails(rt, sid, "place_limit_order", "INVALID_TICK_SIZE", symbol="AAPL", side="buy", quantity=1,
-                  limit_price=200.005)
-    assert error["code"] == "INVALID_ARGUMENT" and error["details"]["tick_size"] == 0.01
-    ok(rt, sid, "place_limit_order", symbol="VOD.L", side="buy", quantity=10, limit_price=0.6012)  # sub-pound tick
-    fails(rt, sid, "place_limit_order", "INVALID_TICK_SIZE", symbol="VOD.L", side="buy", quantity=10,
-          limit_price=0.60125)
-    error = fails(rt, sid, "place_limit_order", "LIMIT_PRICE_OUT_OF_BAND", symbol="AAPL", side="buy", quantity=1,
-                  limit_price=round(aapl["ask"] * 1.2, 2))
+def test_limit_prices_need_the_tick_and_a_sane_band(h):
+    aapl = quote(h, "AAPL")
+    error = h.fails("place_limit_order", "INVALID_TICK_SIZE", "INVALID_ARGUMENT", symbol="AAPL", side="buy", quantity=1,
+                    limit_price=200.005)
+    assert error["details"]["tick_size"] == 0.01
+    h.ok("place_limit_order", symbol="VOD.L", side="buy", quantity=10, limit_price=0.6012)  # sub-pound tick
+    h.fails("place_limit_order", "INVALID_TICK_SIZE", symbol="VOD.L", side="buy", quantity=10,
+            limit_price=0.60125)
+    error = h.fails("place_limit_order", "LIMIT_PRICE_OUT_OF_BAND", symbol="AAPL", side="buy", quantity=1,
+                    limit_price=round(aapl["ask"] * 1.2, 2))
     assert error["details"]["max_limit"] == round(aapl["ask"] * 1.1, 2)
-    held = rt.state(sid).positions.first(currency="USD")
-    fails(rt, sid, "place_limit_order", "LIMIT_PRICE_OUT_OF_BAND", symbol=held["symbol"], side="sell", quantity=1,
-          limit_price=round(quote(rt, sid, held["symbol"])["bid"] * 0.5, 2))
+    held = h.state.positions.first(currency="USD")
+    h.fails("place_limit_order", "LIMIT_PRICE_OUT_OF_BAND", symbol=held["symbol"], side="sell", quantity=1,
+            limit_price=round(quote(h, held["symbol"])["bid"] * 0.5, 2))
 
 
-def test_only_working_orders_can_be_canceled(rt, sid):
-    state = rt.state(sid)
+def test_only_working_orders_can_be_canceled(h):
+    state = h.state
     for status in ("filled", "canceled", "expired"):
         order = state.orders.first(status=status)
         if order is not None:
-            error = fails(rt, sid, "cancel_order", "ORDER_NOT_CANCELLABLE", order_id=order["id"])
+            error = h.fails("cancel_order", "ORDER_NOT_CANCELLABLE", order_id=order["id"])
             assert error["details"]["status"] == status
-    fails(rt, sid, "cancel_order", "ORDER_NOT_FOUND", order_id="ord_missing")
-    fails(rt, sid, "get_order", "ORDER_NOT_FOUND", order_id="ord_missing")
+    h.fails("cancel_order", "ORDER_NOT_FOUND", order_id="ord_missing")
+    h.fails("get_order", "ORDER_NOT_FOUND", order_id="ord_missing")
 
 
-def test_unknown_symbols_are_typed(rt, sid):
+def test_unknown_symbols_are_typed(h):
     for tool, args in (("get_quote", {}), ("place_market_order", {"side": "buy", "quantity": 1}),
                        ("place_limit_order", {"side": "buy", "quantity": 1, "limit_price": 10.0})):
-        error = fails(rt, sid, tool, "UNKNOWN_SYMBOL", symbol="ZZZZ", **args)
-        assert error["code"] == "NOT_FOUND"
-    watchlist = rt.state(sid).watchlists.first()["id"]
-    fails(rt, sid, "add_to_watchlist", "UNKNOWN_SYMBOL", watchlist_id=watchlist, symbol="ZZZZ.L")
-    fails(rt, sid, "create_watchlist", "UNKNOWN_SYMBOL", name="Mixed", symbols=["AAPL", "ZZZZ"])
-    assert ok(rt, sid, "list_orders", symbol="ZZZZ")["total"] == 0
+        h.fails(tool, "UNKNOWN_SYMBOL", "NOT_FOUND", symbol="ZZZZ", **args)
+    watchlist = h.state.watchlists.first()["id"]
+    h.fails("add_to_watchlist", "UNKNOWN_SYMBOL", watchlist_id=watchlist, symbol="ZZZZ.L")
+    h.fails("create_watchlist", "UNKNOWN_SYMBOL", name="Mixed", symbols=["AAPL", "ZZZZ"])
+    assert h.ok("list_orders", symbol="ZZZZ")["total"] == 0
 
 
 # -- watchlists -----------------------------------------------------------------------------------
 
 
-def test_watchlist_lifecycle_and_its_failures(rt, sid):
-    made = ok(rt, sid, "create_watchlist", name="Chips", symbols=["nvda", "AAPL", "NVDA"])
+def test_watchlist_lifecycle_and_its_failures(h):
+    made = h.ok("create_watchlist", name="Chips", symbols=["nvda", "AAPL", "NVDA"])
     assert made["symbols"] == ["NVDA", "AAPL"] and [i["symbol"] for i in made["items"]] == ["NVDA", "AAPL"]
-    error = fails(rt, sid, "create_watchlist", "WATCHLIST_EXISTS", name="  chips ")
-    assert error["code"] == "CONFLICT" and error["details"]["watchlist_id"] == made["id"]
-    added = ok(rt, sid, "add_to_watchlist", watchlist_id=made["id"], symbol="msft")
+    error = h.fails("create_watchlist", "WATCHLIST_EXISTS", "CONFLICT", name="  chips ")
+    assert error["details"]["watchlist_id"] == made["id"]
+    added = h.ok("add_to_watchlist", watchlist_id=made["id"], symbol="msft")
     assert added["symbols"] == ["NVDA", "AAPL", "MSFT"]
-    fails(rt, sid, "add_to_watchlist", "ALREADY_IN_WATCHLIST", watchlist_id=made["id"], symbol="msft")
-    assert ok(rt, sid, "remove_from_watchlist", watchlist_id=made["id"], symbol="aapl")["symbols"] == ["NVDA", "MSFT"]
-    fails(rt, sid, "remove_from_watchlist", "NOT_IN_WATCHLIST", watchlist_id=made["id"], symbol="AAPL")
-    fails(rt, sid, "add_to_watchlist", "WATCHLIST_NOT_FOUND", watchlist_id="wl_missing", symbol="AAPL")
-    names = [w["name"] for w in ok(rt, sid, "list_watchlists")["watchlists"]]
+    h.fails("add_to_watchlist", "ALREADY_IN_WATCHLIST", watchlist_id=made["id"], symbol="msft")
+    assert h.ok("remove_from_watchlist", watchlist_id=made["id"], symbol="aapl")["symbols"] == ["NVDA", "MSFT"]
+    h.fails("remove_from_watchlist", "NOT_IN_WATCHLIST", watchlist_id=made["id"], symbol="AAPL")
+    h.fails("add_to_watchlist", "WATCHLIST_NOT_FOUND", watchlist_id="wl_missing", symbol="AAPL")
+    names = [w["name"] for w in h.ok("list_watchlists")["watchlists"]]
     for n in range(trading.MAX_WATCHLISTS - len(names)):
-        ok(rt, sid, "create_watchlist", name=f"List {n}")
-    error = fails(rt, sid, "create_watchlist", "WATCHLIST_LIMIT_REACHED", name="One too many")
-    assert error["code"] == "RESOURCE_EXHAUSTED"
+        h.ok("create_watchlist", name=f"List {n}")
+    h.fails("create_watchlist", "WATCHLIST_LIMIT_REACHED", "RESOURCE_EXHAUSTED", name="One too many")
 
 
 # -- discovery and history ------------------------------------------------------------------------
 
 
-def test_ids_flow_from_search_to_order_to_history(rt, sid):
-    found = ok(rt, sid, "search_symbols", query="astrazeneca")["results"]
+def test_ids_flow_from_search_to_order_to_history(h):
+    found = h.ok("search_symbols", query="astrazeneca")["results"]
     assert [r["symbol"] for r in found] == ["AZN.L"]
-    assert {r["symbol"] for r in ok(rt, sid, "search_symbols", query="energy", exchange="LSE")["results"]} == {
+    assert {r["symbol"] for r in h.ok("search_symbols", query="energy", exchange="LSE")["results"]} == {
         "BP.L", "SHEL.L"}
-    q = quote(rt, sid, found[0]["symbol"])
-    placed = ok(rt, sid, "place_limit_order", symbol=q["symbol"], side="buy", quantity=3,
-                limit_price=round(q["bid"] * 0.97, 2), time_in_force="gtc")["order"]
+    q = quote(h, found[0]["symbol"])
+    placed = h.ok("place_limit_order", symbol=q["symbol"], side="buy", quantity=3,
+                  limit_price=round(q["bid"] * 0.97, 2), time_in_force="gtc")["order"]
     assert placed["status"] == "open"
-    newest = ok(rt, sid, "list_orders", limit=1)["orders"][0]
+    newest = h.ok("list_orders", limit=1)["orders"][0]
     assert newest["id"] == placed["id"]
-    assert ok(rt, sid, "list_orders", symbol="azn.l", status="open")["orders"] == [placed]
-    ok(rt, sid, "cancel_order", order_id=placed["id"])
-    fails(rt, sid, "cancel_order", "ORDER_NOT_CANCELLABLE", order_id=placed["id"])
-    assert ok(rt, sid, "get_order", order_id=placed["id"])["status"] == "canceled"
+    assert h.ok("list_orders", symbol="azn.l", status="open")["orders"] == [placed]
+    h.ok("cancel_order", order_id=placed["id"])
+    h.fails("cancel_order", "ORDER_NOT_CANCELLABLE", order_id=placed["id"])
+    assert h.ok("get_order", order_id=placed["id"])["status"] == "canceled"
 
 
-def test_order_history_pages_newest_first(rt, sid):
-    everything = ok(rt, sid, "list_orders", limit=100)
+def test_order_history_pages_newest_first(h):
+    everything = h.ok("list_orders", limit=100)
     stamps = [o["placed_at"] for o in everything["orders"]]
-    assert stamps == sorted(stamps, reverse=True) and everything["total"] == len(rt.state(sid).orders)
+    assert stamps == sorted(stamps, reverse=True) and everything["total"] == len(h.state.orders)
     seen, offset = [], 0
     while offset is not None:
-        page = ok(rt, sid, "list_orders", limit=7, offset=offset)
+        page = h.ok("list_orders", limit=7, offset=offset)
         seen += [o["id"] for o in page["orders"]]
         offset = page["next_offset"]
     assert len(seen) == len(set(seen)) == everything["total"]
-    sells = ok(rt, sid, "list_orders", status="filled", side="sell", limit=100)["orders"]
+    sells = h.ok("list_orders", status="filled", side="sell", limit=100)["orders"]
     assert all(o["side"] == "sell" and o["realized_pnl"] is not None for o in sells)
 
 
-def test_cash_balance_adds_up(rt, sid):
-    data = ok(rt, sid, "get_cash_balance")
-    positions = ok(rt, sid, "list_positions")
+def test_cash_balance_adds_up(h):
+    data = h.ok("get_cash_balance")
+    positions = h.ok("list_positions")
     for row in data["balances"]:
         assert row["buying_power"] == round(row["cash"] - row["reserved_for_orders"], 2)
         assert row["positions_value"] == positions["market_value_by_currency"][row["currency"]]

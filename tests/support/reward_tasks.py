@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from prove_core.env.runtime import ServerRuntime
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.plugin.manager import Plugins
-from prove_core.env.runtime import ServerRuntime
 
 
 @lru_cache(maxsize=1)

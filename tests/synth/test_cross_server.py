@@ -3,10 +3,10 @@
 import pytest
 
 from prove_core.config import load_experiment
+from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.errors import ConfigError
 from prove_core.model import Example, from_json, read_jsonl
 from prove_core.reward.core import Rollout, build_reward
-from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.synth.pipeline import synthesize
 from prove_core.synth.validation import replay
 from prove_plugins.graph import SchemaLabeller

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from prove_core.synth.exporters import EXPORTERS, export, sft_examples, with_tools_in_system
 from prove_core.model import read_jsonl
+from prove_core.synth.exporters import EXPORTERS, export, sft_examples, with_tools_in_system
 from prove_core.synth.pipeline import synthesize
 from tests.synth.conftest import experiment
 
@@ -158,12 +158,12 @@ import datasets
 datasets.disable_progress_bars()
 out = sys.argv[1]
 loaded = {name: [json.dumps(r, ensure_ascii=False) for r in
-                 datasets.load_dataset("json", data_files=f"{out}/{name}", split="train")] for name in %r}
+                 datasets.load_dataset("json", data_files=f"{out}/{name}", split="train")] for name in FILES}
 if hasattr(datasets, "Json"):
     for name in ("sft", "rl"):
         loaded[f"hf/{name}"] = [json.dumps(r, ensure_ascii=False) for r in datasets.load_from_disk(f"{out}/hf/{name}")]
 print(json.dumps({"version": datasets.__version__, "rows": loaded}))
-""" % (FILES,)
+""".replace("FILES", repr(FILES))
 
 
 def check_loaded(result, exported):
@@ -258,7 +258,7 @@ def test_every_row_renders_with_its_exact_arguments_and_schemas_after_a_datasets
         load[f"hf/{name}"] = datasets.load_from_disk(str(exported.dir / "hf" / name))
     rendered = 0
     for style, template in templates().items():
-        def render(messages, tools, **kw):
+        def render(messages, tools, template=template, **kw):
             return tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False, **kw)
 
         for name, files in (("sft.jsonl", ("sft.jsonl", "hf/sft")), ("rl.jsonl", ("rl.jsonl", "hf/rl")),

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from prove_core.errors import ConfigError
-from prove_core.synth.importers import when2call, xlam_irrelevance
 from prove_core.model import Example, from_json, read_jsonl
+from prove_core.synth.importers import when2call, xlam_irrelevance
 from prove_core.synth.pipeline import synthesize
 from tests.synth.conftest import experiment
 

@@ -7,9 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.errors import ProveError
 from prove_core.model import Example, from_json, read_jsonl
-from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.synth.pipeline import synthesize
 from prove_core.synth.validation import replay
 from prove_plugins.llm import ChatClient, LLMConfig, LLMLabeller
@@ -77,7 +77,7 @@ def fake_model():
 
 
 def test_llm_labeller_keeps_only_real_verified_edges(fake_model):
-    labeller = LLMLabeller(llm=LLMConfig(base_url=fake_model.url, model="tiny", max_retries=2))
+    labeller = LLMLabeller(LLMLabeller.Config(llm=LLMConfig(base_url=fake_model.url, model="tiny", max_retries=2)))
     graph = labeller.label(Environment([ServerRuntime(banking)]))
     edges = {(e.source, e.target): e for e in graph.edges}
     assert edges[("list_accounts", "get_balance")].verified is True

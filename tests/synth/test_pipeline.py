@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from prove_core.model import Example, from_json, read_jsonl
 from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.model import Example, from_json, read_jsonl
 from prove_core.synth.validation import call_tokens, jaccard, replay, ungrounded_mentions
 from tests.synth.conftest import experiment
 
@@ -214,3 +214,87 @@ def test_a_resume_after_a_server_code_change_stops(tmp_path, plugins, monkeypatc
     monkeypatch.setattr(synthesis, "fingerprint", edited)
     with pytest.raises(ConfigError, match=r"servers\.banking\.code.*--fresh"):
         synthesis.synthesize(exp, plugins, echo=lambda _: None, progress=False)
+
+
+def test_a_sampler_that_returns_no_sampling_context_is_named(tmp_path):
+    """A third-party sampler whose `sample` returns something without `subset` and `candidates`
+    fails with a PluginError naming it, not with a traceback deep inside the pipeline."""
+    import types
+
+    import pytest
+
+    from prove_core import hookimpl
+    from prove_core.errors import PluginError
+    from prove_core.plugin.manager import Plugins
+    from prove_core.synth.pipeline import synthesize
+
+    class ListSampler:
+        name = "list_sampler"
+
+        def __init__(self, config):
+            self.config = config
+
+        def sample(self, env, rules):
+            return [{"id": "acc_1"}]
+
+    @hookimpl
+    def prove_register_samplers(register):
+        register(ListSampler)
+
+    plugins = Plugins().load(autoload=False)
+    module = types.ModuleType("bad_sampler_plugin")
+    module.prove_register_samplers = prove_register_samplers
+    plugins.add(module, name="bad_sampler_plugin")
+    exp = experiment(tmp_path, examples=5, sampler="list_sampler")
+    with pytest.raises(PluginError, match=r"sampler 'list_sampler' from plugin 'bad_sampler_plugin' returned a list "
+                                          r"from sample\(env, rules\), not a sampling context \(it has no subset\(\) "
+                                          r"or candidates\(\)\)"):
+        synthesize(exp, plugins, echo=lambda _: None, progress=False)
+
+
+def test_the_fingerprint_covers_every_module_of_a_server_package(tmp_path, plugins, monkeypatch, request):
+    """A server split into a package (servers/filesystem/) is fingerprinted by all its modules: a
+    change in a sibling of the module defining the seed function stops a resume. A module that
+    is not in a sub-package (prove_servers.banking) is fingerprinted by its own file only."""
+    import importlib
+    import types
+
+    from prove_core.config import ResolvedServer
+    from prove_core.synth.pipeline import fingerprint
+
+    root = tmp_path / "code" / "fp_probe_pkg"
+    (root / "srv").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "srv" / "__init__.py").write_text("")
+    (root / "srv" / "app.py").write_text("def seed(rng, options):\n    return None\n")
+    (root / "srv" / "helpers.py").write_text("LIMIT = 1\n")
+    (root / "single.py").write_text("def seed(rng, options):\n    return None\n")
+    (root / "other.py").write_text("LIMIT = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    probe = ("fp_probe_pkg", "fp_probe_pkg.srv", "fp_probe_pkg.srv.app", "fp_probe_pkg.single")
+    request.addfinalizer(lambda: [sys.modules.pop(name, None) for name in probe])
+    seeds = {"nested": importlib.import_module("fp_probe_pkg.srv.app").seed,
+             "flat": importlib.import_module("fp_probe_pkg.single").seed}
+
+    class Registry:
+        def load(self, kind, name):
+            if kind == "servers":
+                return types.SimpleNamespace(seed_fn=seeds[name], specs=lambda: [])
+            return plugins.registry.load(kind, name)
+
+    exp = experiment(tmp_path)
+    resolved = [ResolvedServer(name=n, seed=0, options={}) for n in seeds]
+
+    def codes():
+        fp = fingerprint(exp, resolved, types.SimpleNamespace(registry=Registry()))
+        return {name: entry["code"] for name, entry in fp["servers"].items()}
+
+    before = codes()
+    assert "?" not in before.values()
+    assert codes() == before  # deterministic
+    (root / "srv" / "helpers.py").write_text("LIMIT = 2\n")  # a sibling of the seed function's module
+    (root / "other.py").write_text("LIMIT = 2\n")  # a sibling of a top-level module: not its code
+    after = codes()
+    assert after["nested"] != before["nested"] and after["flat"] == before["flat"]
+    (root / "single.py").write_text("def seed(rng, options):\n    return 1\n")
+    assert codes()["flat"] != after["flat"]

@@ -3,8 +3,8 @@ synthesized corpus meets them."""
 
 import json
 
-from prove_core.synth.quality import figures, skeleton, unnamed_entity_calls
 from prove_core.model import Example, Message, Task, ToolCall, from_json, read_jsonl
+from prove_core.synth.quality import figures, skeleton, unnamed_entity_calls
 
 
 def chat(*messages):

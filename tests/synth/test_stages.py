@@ -6,10 +6,10 @@ import attrs
 import pytest
 
 from prove_core.config import load_experiment
-from prove_core.errors import ConfigError
-from prove_core.synth.graph import Chain, Edge, GraphCache, ToolGraph, coverage_report, schema_hash
-from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.errors import ConfigError
+from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
+from prove_core.synth.graph import Chain, Edge, GraphCache, ToolGraph, coverage_report, schema_hash
 from prove_core.synth.validation import Deduper, provenance, replay, ungrounded_mentions
 from prove_plugins.graph import ChainExtractor, SchemaLabeller
 from prove_plugins.sampler import LiveSampler, SupportRule
@@ -45,7 +45,7 @@ def test_live_verification_drops_edges_whose_ids_do_not_flow(bank_graph):
     # edge to list_accounts (customer_id), the live check removes it
     edge = bank_graph.edge("transfer_between_accounts", "list_accounts")
     assert edge is not None and edge.verified is False
-    unverified = SchemaLabeller(verify=False).label(Environment([ServerRuntime(banking)]))
+    unverified = SchemaLabeller(SchemaLabeller.Config(verify=False)).label(Environment([ServerRuntime(banking)]))
     assert unverified.edge("transfer_between_accounts", "list_accounts").verified is None
 
 

@@ -75,8 +75,8 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(first_run):
 def test_the_policy_trained_is_the_one_evaluated(first_run):
     """The final model on disk generates what the after-evaluation recorded (same greedy turns)."""
     tmp, plugins, _, _ = first_run
-    from prove_plugins.models.hf import HFPolicy, Sampling
     from prove_core.model import Example, from_json, read_jsonl
+    from prove_plugins.models.hf import HFPolicy, Sampling
     from prove_plugins.trainers.local import load
 
     out = tmp / "t" / "train"

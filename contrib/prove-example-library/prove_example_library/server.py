@@ -69,26 +69,31 @@ def search_books(
     return paginate(found, limit=limit, offset=offset, key="books")
 
 
-@server.tool(read_only=True, reads=["book"], examples=[lambda s: {"book_id": s.books.first()["id"]}])
+@server.tool(read_only=True, reads=["book"], errors=["BOOK_NOT_FOUND"],
+             examples=[lambda s: {"book_id": s.books.first()["id"]}])
 def get_book(state: LibraryState, book_id: Annotated[str, ref("book", "The book's id.")]) -> dict:
     """One book with its copies and availability. Fails with BOOK_NOT_FOUND."""
     return state.books.get(book_id)
 
 
-@server.tool(read_only=True, reads=["member", "loan"], examples=[lambda s: {"member_id": _active_member(s)["id"]}])
+@server.tool(read_only=True, reads=["member", "loan"], errors=["MEMBER_NOT_FOUND"],
+             examples=[lambda s: {"member_id": _active_member(s)["id"]}])
 def get_member(state: LibraryState, member_id: Annotated[str, ref("member", "The member's id.")]) -> dict:
-    """A member with their current loans."""
+    """A member with their current loans. Fails with MEMBER_NOT_FOUND."""
     member = state.members.get(member_id)
     member["loans"] = state.loans.where(member_id=member_id, returned=False)
     return member
 
 
 @server.tool(produces=["loan"], mutates=["book"], reads=["member"],
-             errors=["MEMBER_SUSPENDED", "NO_COPY_AVAILABLE", "LOAN_LIMIT_REACHED", "ALREADY_BORROWED"],
+             errors=["MEMBER_NOT_FOUND", "BOOK_NOT_FOUND", "MEMBER_SUSPENDED", "NO_COPY_AVAILABLE",
+                     "LOAN_LIMIT_REACHED", "ALREADY_BORROWED"],
              examples=[lambda s: {"member_id": _active_member(s)["id"], "book_id": _borrowable(s)["id"]}])
 def borrow_book(state: LibraryState, member_id: Annotated[str, ref("member", "Who borrows.")],
                 book_id: Annotated[str, ref("book", "The book to borrow.")]) -> dict:
-    """Lend a copy for 21 days. Returns the loan with its due date."""
+    """Lend a copy for 21 days. Returns the loan with its due date. Fails with MEMBER_NOT_FOUND,
+    BOOK_NOT_FOUND, MEMBER_SUSPENDED, NO_COPY_AVAILABLE (every copy is out), LOAN_LIMIT_REACHED or
+    ALREADY_BORROWED (the member has this book already)."""
     member, book = state.members.get(member_id), state.books.get(book_id)
     require(not member["suspended"], f"member {member_id} is suspended", reason="MEMBER_SUSPENDED")
     require(book["available"] > 0, f"no copy of {book['title']!r} is on the shelf", reason="NO_COPY_AVAILABLE")
@@ -110,9 +115,11 @@ def _loan_example(state):
     return {"loan_id": loan["id"]}
 
 
-@server.tool(mutates=["loan"], errors=["ALREADY_RETURNED", "RENEWAL_LIMIT"], examples=[_loan_example])
+@server.tool(mutates=["loan"], errors=["LOAN_NOT_FOUND", "ALREADY_RETURNED", "RENEWAL_LIMIT"],
+             examples=[_loan_example])
 def renew_loan(state: LibraryState, loan_id: Annotated[str, ref("loan", "The loan to extend.")]) -> dict:
-    """Extend a loan by 21 days, at most twice."""
+    """Extend a loan by 21 days, at most twice. Fails with LOAN_NOT_FOUND, ALREADY_RETURNED or
+    RENEWAL_LIMIT (renewed twice already)."""
     loan = state.loans.get(loan_id)
     require(not loan["returned"], "loan already returned", reason="ALREADY_RETURNED")
     require(loan["renewals"] < MAX_RENEWALS, "renewal limit reached", reason="RENEWAL_LIMIT")
@@ -120,9 +127,12 @@ def renew_loan(state: LibraryState, loan_id: Annotated[str, ref("loan", "The loa
     return state.loans.update(loan_id, due=due.isoformat(), renewals=loan["renewals"] + 1)
 
 
-@server.tool(mutates=["loan", "book"], destructive=False, errors=["ALREADY_RETURNED"], examples=[_loan_example])
+# destructive=False (the default, spelled out): the loan is closed, not deleted. idempotent=True:
+# a second return of the same loan fails with ALREADY_RETURNED and changes nothing.
+@server.tool(mutates=["loan", "book"], destructive=False, idempotent=True, errors=["LOAN_NOT_FOUND", "ALREADY_RETURNED"],
+             examples=[_loan_example])
 def return_book(state: LibraryState, loan_id: Annotated[str, ref("loan", "The loan to close.")]) -> dict:
-    """Return the copy of a loan to the shelf."""
+    """Return the copy of a loan to the shelf. Fails with LOAN_NOT_FOUND or ALREADY_RETURNED."""
     loan = state.loans.get(loan_id)
     if loan["returned"]:
         raise FailedPrecondition("loan already returned", reason="ALREADY_RETURNED")
