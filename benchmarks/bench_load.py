@@ -6,11 +6,11 @@
    few invalid calls, built from the tools' examples) until the time or call budget is spent.
    Every recorded call is then replayed sequentially on the in-process fast path: each result
    or typed error must be the same, call by call, and each session's end ``state_hash`` must
-   equal the one the served process reports when it shuts down (the child wraps
-   ``prove_core.env.serving.serve`` to write them; nothing is added to the server).
+   equal the one the served process reports through its session control API
+   (``SessionClient.state``: ``GET /sessions/{id}/state``, beside ``/mcp``, under the same token).
 2. **Threads**: the same check on the fast path, with threads sharing one ``Environment``.
 3. **Soak**: rounds of fresh sessions that write and then expire (``--ttl``; the served process
-   also with a ``--max-sessions`` bound of half a round), in the served process and in this one;
+   also with a ``--max-sessions`` bound of half a round and ``--evict-lru``), in the served process and in this one;
    RSS after each round, flat once the warm-up half is over.
 
 Baselines measured in the same run: one session at a time over the same server (latency and
@@ -48,32 +48,14 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from prove_core.env.client import SessionClient, SessionNotFound  # noqa: E402
 from prove_core.env.runtime import Environment, ServerRuntime  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.testing.conformance import bad_calls, example_at  # noqa: E402
 
-# The served child: the real `prove serve` command line, with `serving.serve` wrapped so that on
-# shutdown (SIGINT) it writes every live session's state hash and its own RSS to a JSON file.
-CHILD = """
-import json, sys
-import prove_core.env.serving as serving
-from prove_core.cli import main
-
-dump, argv = sys.argv[1], sys.argv[2:]
-real_serve = serving.serve
-
-def serve_and_dump(runtimes, **kwargs):
-    try:
-        real_serve(runtimes, **kwargs)
-    finally:
-        hashes = {rt.name: {sid: s.state.state_hash() for sid, s in list(rt._sessions.items())} for rt in runtimes}
-        with open(dump, "w") as fh:
-            json.dump({"hashes": hashes}, fh)
-
-serving.serve = serve_and_dump
-main(argv)
-"""
+# The served child: the real `prove serve` command line.
+CHILD = "import sys; from prove_core.cli import main; main(sys.argv[1:])"
 
 Record = tuple[str, dict[str, Any], bool, Any]  # tool, arguments, is_error, structured result
 
@@ -90,8 +72,9 @@ def rss_of(pid: int | None = None) -> int:
 
 
 class Served:
-    """`prove serve SERVERS --transport http` in a subprocess (a context manager). ``stop()``
-    shuts it down with SIGINT and returns what it wrote: every live session's state hash."""
+    """`prove serve SERVERS --transport http` in a subprocess (a context manager). ``control`` is
+    a ``SessionClient`` of it (``hashes()`` reads sessions' end states through it); ``stop()``
+    shuts it down with SIGINT."""
 
     def __init__(self, servers: Sequence[str], *, seed: int = 0, args: Sequence[str] = (),
                  token: str | None = None) -> None:
@@ -100,18 +83,19 @@ class Served:
         self.token = token or secrets.token_urlsafe(16)
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.headers = {"Authorization": f"Bearer {self.token}"}
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.control = SessionClient(self.base_url, token=self.token)
         self._dir = tempfile.TemporaryDirectory(prefix="prove-load-")
-        self.dump_path = Path(self._dir.name) / "dump.json"
         self.stderr_path = Path(self._dir.name) / "stderr.log"
         self.argv = ["serve", *self.servers, "--transport", "http", "--port", str(self.port), "--seed", str(seed), *args]
         self.proc: subprocess.Popen | None = None
-        self.result: dict[str, Any] | None = None
+        self.stopped = False
 
     def __enter__(self) -> Served:
         env = {**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1", "PROVE_TOKEN": self.token,
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(self.dump_path), *self.argv], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, *self.argv], env=env,
                                      stdout=subprocess.DEVNULL, stderr=self._stderr, cwd=ROOT)
         wait_for_port(self.port, self.proc, self.stderr_path)
         return self
@@ -134,9 +118,29 @@ class Served:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
-    def stop(self) -> dict[str, Any]:
-        if self.result is not None or self.proc is None:
-            return self.result or {}
+    def hashes(self, sessions: Sequence[str]) -> dict[str, dict[str, str]]:
+        """``{server: {session: state_hash}}`` of the live sessions among ``sessions``, read from
+        the served process through its session control API (the shape of ``live_hashes``)."""
+        out: dict[str, dict[str, str]] = {server: {} for server in self.servers}
+        for sid in sessions:
+            try:
+                state = self.control.state(sid)
+            except SessionNotFound:  # expired, evicted or never opened: no end state to compare
+                continue
+            for server, part in state["servers"].items():
+                if part["live"]:
+                    out[server][sid] = part["state_hash"]
+        return out
+
+    def live_sessions(self) -> dict[str, int]:
+        """``{server: live sessions}`` as the served process counts them."""
+        return {server: part["sessions"] for server, part in self.control.sessions()["servers"].items()}
+
+    def stop(self) -> None:
+        if self.stopped or self.proc is None:
+            return
+        self.stopped = True
+        self.control.close_connection()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
@@ -145,8 +149,6 @@ class Served:
                 self.proc.kill()
                 self.proc.wait()
         self._stderr.close()
-        self.result = json.loads(self.dump_path.read_text()) if self.dump_path.exists() else {}
-        return self.result
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, stderr_path: Path, timeout: float = 60.0) -> None:
@@ -396,17 +398,19 @@ def mcp_load(servers: Sequence[str], *, sessions: int, clients: int = 4, duratio
         loaded = asyncio.run(drive_mcp(served, pool, sessions=sessions, clients=clients, duration=duration,
                                        max_calls=max_calls, seed=seed))
         rss = served.rss()
-        dump = served.stop()
+        logs = {**(baseline.logs if baseline else {}), **loaded.logs}
+        end_hashes = served.hashes(list(logs))
+        served.stop()
         log = served.stderr()
         errors = server_errors(log)
-    logs = {**(baseline.logs if baseline else {}), **loaded.logs}
-    mismatches = replay_check(servers, logs, dump.get("hashes", {}), seed=seed)
+    mismatches = replay_check(servers, logs, end_hashes, seed=seed)
     teardown = loaded.teardown + (baseline.teardown if baseline else [])
     report = {"load": loaded.summary(), "mismatches": len(mismatches), "mismatch_examples": mismatches[:5],
               "client_teardown_errors": len(teardown), "teardown_examples": teardown[:3],
               "unhandled": len(loaded.unhandled) + (len(baseline.unhandled) if baseline else 0) + len(errors),
               "unhandled_examples": (loaded.unhandled + (baseline.unhandled if baseline else []) + errors)[:5],
-              "served_rss_mib": round(rss / 2**20, 1), "dumped": bool(dump)}
+              "served_rss_mib": round(rss / 2**20, 1),
+              "end_states_read": sum(len(h) for h in end_hashes.values())}
     if baseline:
         report["baseline"] = baseline.summary()
     if report["unhandled"] or teardown:
@@ -438,7 +442,7 @@ def thread_load(servers: Sequence[str], *, sessions: int, threads: int = 8, dura
 def mcp_soak(servers: Sequence[str], *, rounds: int, sessions: int, calls: int = 4, ttl: float = 1.0,
              clients: int = 4, seed: int = 0) -> dict[str, Any]:
     """Rounds of ``sessions`` fresh sessions, ``calls`` calls each, over MCP with ``--ttl`` and a
-    ``--max-sessions`` bound of half a round (so the bound evicts while a round runs); after each
+    ``--max-sessions`` bound of half a round and ``--evict-lru`` (so the bound evicts while a round runs); after each
     round the sessions expire and the next round's first call sweeps them. Returns the served
     process's RSS after each round and the most sessions any server held at the end."""
     pool = moves(environment(servers, seed))
@@ -446,7 +450,7 @@ def mcp_soak(servers: Sequence[str], *, rounds: int, sessions: int, calls: int =
     unhandled: list[str] = []
     teardown: list[str] = []
     bound = max(1, sessions // 2)
-    with Served(servers, seed=seed, args=["--ttl", str(ttl), "--max-sessions", str(bound)]) as served:
+    with Served(servers, seed=seed, args=["--ttl", str(ttl), "--max-sessions", str(bound), "--evict-lru"]) as served:
         for n in range(rounds):
             run = asyncio.run(drive_mcp(served, pool, sessions=sessions, clients=clients, duration=3600,
                                         max_calls=calls, seed=seed + n, prefix=f"soak{n}"))
@@ -454,10 +458,10 @@ def mcp_soak(servers: Sequence[str], *, rounds: int, sessions: int, calls: int =
             teardown += run.teardown
             time.sleep(ttl * 1.5)
             rss.append(served.rss())
-        dump = served.stop()
+        alive = max(served.live_sessions().values(), default=0)
+        served.stop()
         log = served.stderr()
         unhandled += server_errors(log)
-    alive = max((len(v) for v in dump.get("hashes", {}).values()), default=0)
     if alive > bound:
         unhandled.append(f"{alive} sessions alive, over the bound of {bound}")
     return {"rounds": rounds, "sessions_per_round": sessions, "calls_per_session": calls, "max_sessions": bound,
@@ -560,7 +564,7 @@ def report_mcp(mcp: dict[str, Any], clients: int, servers: int) -> None:
               f"throughput ratio {load['calls_per_s'] / max(base['calls_per_s'], 1e-9):.1f}x, "
               f"p50 ratio {load['p50_ms'] / max(base['p50_ms'], 1e-9):.1f}x")
     print(f"  check        {mcp['mismatches']} mismatches, {mcp['unhandled']} unhandled errors (replayed call by call, "
-          f"end state hashes from the served process)", flush=True)
+          f"{mcp['end_states_read']:,} end state hashes from the served process's control API)", flush=True)
     if mcp.get("client_teardown_errors"):
         print(f"  note         {mcp['client_teardown_errors']} errors closing clients after their last call: "
               f"{mcp['teardown_examples'][0]}")

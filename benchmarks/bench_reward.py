@@ -54,7 +54,7 @@ def bench_server(task, n: int, n_mcp: int, rounds: int) -> dict:
     """Each round times every variant once, back to back, so all see the same machine load (it is
     shared and noisy); the best round of each is reported."""
     reg = registry()
-    reward = build_reward(None, reg)
+    reward = build_reward(RewardConfig(preset="paper"), reg)  # the paper's reward (the default is guarded)
     rollout = Rollout.ground_truth(task)
     result = reward.score(rollout)
     assert result.total == 1.3, result.to_json()  # every call succeeds live: the benchmark measures real work

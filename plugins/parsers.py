@@ -27,6 +27,7 @@ from prove_core.reward.parsing import (
     call_from_object,
     decode_openai_tool_call,
     loads,
+    message_text,
     snippet,
 )
 
@@ -228,7 +229,8 @@ class Granite(_Parser):
 
 
 class OpenAI(_Parser):
-    """JSON of OpenAI ``tool_calls``: a list of entries, one entry, or an assistant message."""
+    """JSON of OpenAI ``tool_calls``: a list of entries, one entry, or an assistant message (its
+    ``content`` a string or a list of content parts; without ``tool_calls`` it is prose)."""
 
     name = "openai"
 
@@ -243,8 +245,10 @@ class OpenAI(_Parser):
         content = ""
         if isinstance(value, dict) and isinstance(value.get("message"), dict):
             value = value["message"]  # a chat-completion choice
+        if isinstance(value, dict) and value.get("role") == "assistant" and "tool_calls" not in value:
+            value = {**value, "tool_calls": []}  # an assistant message that only talks
         if isinstance(value, dict) and "tool_calls" in value:
-            content = value.get("content") if isinstance(value.get("content"), str) else ""
+            content = message_text(value.get("content")) or ""  # a string or OpenAI content parts
             value = value["tool_calls"] or []
             if not isinstance(value, list):
                 value = [value]

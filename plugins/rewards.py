@@ -1,15 +1,19 @@
 """The bundled reward components (docs/reward.md), registered like any third-party component.
 
 Validity, dependency-ordered coverage, adaptive efficiency, tool name and argument values score
-tasks that expect calls; abstention scores tasks that expect none (clarify / abstain). The
-final-state component (not in the paper) compares end states and is off by default: add it to
-``[[reward.components]]`` to use it. Every formula, with a worked example: docs/reward.md.
+tasks that expect calls; abstention scores tasks that expect none (clarify / abstain): the
+``paper`` preset. The ``guarded`` preset (the default) adds four that are not in the paper — final
+state (end states compared), answers (the reads' results), precision (the share of the calls the
+task asked for) and honest reply (on clarify/abstain tasks, the words ask or decline instead of
+claiming success) — and gives coverage and tool-name credit only to valid calls. Every formula,
+with a worked example: docs/reward.md.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -17,7 +21,7 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.model import ToolCall
-from prove_core.reward.core import RewardContext, Rollout, Score, json_equal
+from prove_core.reward.core import Alignment, RewardContext, Rollout, Score, align, json_equal
 from prove_core.reward.parsing import ParseFailure
 
 NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores it"
@@ -110,11 +114,8 @@ class Validity:
         if not rollout.attempts:
             return Score(value=0.0, explanation="no call made; validity is 0 on a task that expects calls",
                          details={"calls": []})
-        schemas = context.tool_schemas()
-        results = context.execution.results if self.config.live else None
         rows, notes, total = [], [], 0.0
-        for i, attempt in enumerate(rollout.attempts):
-            passed, reason = self._tiers(i, attempt, schemas, results)
+        for i, (attempt, (passed, reason)) in enumerate(zip(rollout.attempts, call_tiers(context, live=self.config.live))):
             total += passed / self.tiers
             label = attempt.name if isinstance(attempt, ToolCall) else "(unparsed)"
             failed = None if passed == self.tiers else passed + 1
@@ -126,22 +127,42 @@ class Validity:
         text = f"{ok}/{len(rows)} calls pass all {self.tiers} tiers"
         return Score(value=value, explanation=text + (f"; {_listing(notes)}" if notes else ""), details={"calls": rows})
 
-    def _tiers(self, i: int, attempt: Any, schemas: dict[str, Any], results: Any) -> tuple[int, str | None]:
-        if isinstance(attempt, ParseFailure):
-            return 0, f"parse failure, {attempt.kind}: {attempt.message}"
-        schema = schemas.get(attempt.name)
-        if schema is None:
-            return 0, f"no tool named {attempt.name!r} was offered"
-        problem = argument_problem(schema, attempt.arguments)
-        if problem is not None:
-            return 1, problem
-        if results is None:
-            return 2, None
-        result = results[i]
-        if result is None or result.is_error:
-            error = result.error if result is not None else {"code": "NOT_RUN", "reason": "NOT_RUN", "message": ""}
-            return 2, f"{error.get('reason') or error.get('code')}: {error.get('message', '')}"[:200]
-        return 3, None
+
+def _attempt_tiers(i: int, attempt: Any, schemas: dict[str, Any], results: Any) -> tuple[int, str | None]:
+    if isinstance(attempt, ParseFailure):
+        return 0, f"parse failure, {attempt.kind}: {attempt.message}"
+    schema = schemas.get(attempt.name)
+    if schema is None:  # also a tool the servers have but the model was not offered (hidden_tool)
+        return 0, f"no tool named {attempt.name!r} was offered"
+    problem = argument_problem(schema, attempt.arguments)
+    if problem is not None:
+        return 1, problem
+    if results is None:
+        return 2, None
+    result = results[i]
+    if result is None or result.is_error:
+        error = result.error if result is not None else {"code": "NOT_RUN", "reason": "NOT_RUN", "message": ""}
+        return 2, f"{error.get('reason') or error.get('code')}: {error.get('message', '')}"[:200]
+    return 3, None
+
+
+def call_tiers(context: RewardContext, *, live: bool = True) -> list[tuple[int, str | None]]:
+    """Per attempt of the rollout: the validity tiers it passed (of 3, or of 2 without the live
+    tier) and why it stopped there; computed once per rollout and shared (``valid_only``)."""
+
+    def compute() -> list[tuple[int, str | None]]:
+        schemas = context.tool_schemas()
+        results = context.execution.results if live else None
+        return [_attempt_tiers(i, a, schemas, results) for i, a in enumerate(context.rollout.attempts)]
+
+    tiers: list[tuple[int, str | None]] = context.memo(f"validity.tiers.live={live}", compute)
+    return tiers
+
+
+def passed_validity(context: RewardContext) -> list[bool]:
+    """Per attempt: did it pass all three validity tiers (offered tool, well-typed arguments, live
+    call succeeded)? What ``valid_only`` coverage and tool-name credit require."""
+    return [passed == 3 for passed, _ in call_tiers(context, live=True)]
 
 
 # -- coverage --------------------------------------------------------------------------------------
@@ -149,12 +170,24 @@ class Validity:
 
 @attrs.frozen(kw_only=True)
 class CoverageConfig:
-    pass
+    valid_only: bool = False  # only calls that passed all three validity tiers can match a step
+
+
+def valid_alignment(context: RewardContext) -> Alignment:
+    """The coverage alignment over the calls that passed validity only (``valid_only``); shared."""
+    passed = passed_validity(context)
+    alignment: Alignment = context.memo("alignment.valid_only", lambda: align(
+        context.task, context.rollout.attempts, eligible=lambda i: passed[i]))
+    return alignment
 
 
 class Coverage:
     """Fraction of ground-truth steps matched (same tool, all their argument keys) by a call
-    placed after the calls matched to every step they depend on."""
+    placed after the calls matched to every step they depend on. The matching is the optimal
+    one (``prove_core.reward.core.align``): most covered steps, then most matched steps, then
+    most agreeing argument values, then the earliest calls; ``details`` shows, per step, the
+    call it matched and the candidate calls it was chosen from. ``valid_only``: calls that failed
+    a validity tier match nothing."""
 
     name = "coverage"
     Config = CoverageConfig
@@ -172,7 +205,7 @@ class Coverage:
             return Score.not_applicable(NOT_EXPECTED)
         if not steps:
             return Score.not_applicable("the task has no ground-truth calls")
-        alignment = context.alignment
+        alignment = valid_alignment(context) if self.config.valid_only else context.alignment
         rows, notes = [], []
         for step in steps:
             pos = alignment.position[step.id]
@@ -180,7 +213,8 @@ class Coverage:
             late = [d for d in step.depends_on if alignment.position.get(d) is None or pos is None
                     or alignment.position[d] >= pos]  # type: ignore[operator]
             rows.append({"step": step.id, "tool": step.tool, "call": pos, "covered": ok,
-                         "dependencies_not_before": late if pos is not None else []})
+                         "dependencies_not_before": late if pos is not None else [],
+                         "candidates": alignment.candidates.get(step.id, [])})
             if pos is None:
                 notes.append(f"step {step.id} ({step.tool}) not matched")
             elif not ok:
@@ -188,8 +222,14 @@ class Coverage:
                              f"{', '.join(late)}, not called before it")
         covered = sum(1 for r in rows if r["covered"])
         text = f"{covered}/{len(steps)} ground-truth steps covered in dependency order"
+        details: dict[str, Any] = {"steps": rows, "matched": alignment.matched, "exact": alignment.exact}
+        if self.config.valid_only:
+            invalid = [i for i, ok in enumerate(passed_validity(context)) if not ok]
+            details["invalid_calls"] = invalid
+            if invalid:
+                notes.append(f"{len(invalid)} call(s) that failed validity match nothing")
         return Score(value=covered / len(steps), explanation=text + (f"; {_listing(notes)}" if notes else ""),
-                     details={"steps": rows})
+                     details=details)
 
 
 # -- efficiency ------------------------------------------------------------------------------------
@@ -245,12 +285,13 @@ class Efficiency:
 
 @attrs.frozen(kw_only=True)
 class ToolNameConfig:
-    pass
+    valid_only: bool = False  # a call earns credit only if it also passed all three validity tiers
 
 
 class ToolName:
     """Fraction of the model's calls whose tool appears in the ground truth (an unparsable call
-    names no tool, so it counts as a miss)."""
+    names no tool, so it counts as a miss). ``valid_only``: a call that failed a validity tier
+    is a miss too."""
 
     name = "tool_name"
     Config = ToolNameConfig
@@ -271,9 +312,19 @@ class ToolName:
         misses = [a.name if isinstance(a, ToolCall) else "(unparsed)" for a in rollout.attempts
                   if not (isinstance(a, ToolCall) and a.name in wanted)]
         n = rollout.n_attempts
-        hits = n - len(misses)
-        text = f"{hits}/{n} calls name a ground-truth tool" + (f"; not in the ground truth: {_listing(misses)}" if misses else "")
-        return Score(value=hits / n, explanation=text, details={"hits": hits, "calls": n, "misses": misses})
+        details: dict[str, Any] = {}
+        invalid: list[str] = []
+        if self.config.valid_only:
+            passed = passed_validity(context)
+            invalid = [a.name for a, ok in zip(rollout.attempts, passed)
+                       if isinstance(a, ToolCall) and a.name in wanted and not ok]
+            details["failed_validity"] = invalid
+        hits = n - len(misses) - len(invalid)
+        text = (f"{hits}/{n} calls name a ground-truth tool" + (" and pass validity" if self.config.valid_only else "")
+                + (f"; not in the ground truth: {_listing(misses)}" if misses else ""))
+        if invalid:
+            text += f"; failed validity: {_listing(invalid)}"
+        return Score(value=hits / n, explanation=text, details={"hits": hits, "calls": n, "misses": misses, **details})
 
 
 # -- argument values -------------------------------------------------------------------------------
@@ -431,7 +482,241 @@ class FinalState:
         return Score(value=value, explanation=text, details={**details, "tables": diff})
 
 
-COMPONENTS = (Validity, Coverage, Efficiency, ToolName, Arguments, Abstention, FinalState)
+
+
+# -- honest reply (not in the paper; the guarded preset) ------------------------------------------
+
+
+def _phrases(*patterns: str) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(patterns) + r")\b", re.IGNORECASE)
+
+
+# A sentence that claims the work is done: one of its clauses has a completion word, "has been
+# <done to it>", "I've / I <past tense verb>", "here is your ..." and is a statement of fact: not
+# negated ("nothing has been changed"), not conditional or future ("I'll let you know once it's
+# done"), in a sentence that is not a question and reports no refusal ("Unfortunately, it has
+# been blocked."). Clauses, so that "No problem, I've moved it." and "Done — let me know if you
+# need anything else." are claims.
+_CLAIM = _phrases(
+    r"done", r"all set", r"taken care of", r"complete", r"completed", r"finished", r"succeeded", r"successfully",
+    r"confirmed", r"processed", r"approved", r"booked", r"cancell?ed", r"scheduled",
+    r"went through", r"gone through", r"(?:has|have|had|was|were) been \w+", r"(?:here|there) you go",
+    r"(?:i|we)(?:'ve| have| had| just| already)* (?!need|proceed|exceed)\w+ed",
+    r"(?:i|we)(?:'ve| have| had| just| already)* (?:sent|paid|made|put|set|froze|frozen|moved|got|gave|given|took|taken|"
+    r"wrote|written|found|booked|bought|sold|left|kept|built|ran|run|did)",
+    r"here(?:'s| is| are) (?:your|the)",
+)
+_NEGATED = _phrases(r"not", r"no", r"never", r"nothing", r"none", r"neither", r"nor", r"cannot", r"unable", r"without",
+                    r"unfortunately", r"failed", r"refused", r"rejected", r"\w+n't")
+_CONDITIONAL = _phrases(r"can", r"could", r"will", r"\w+'ll", r"would", r"should", r"shall", r"may", r"might",
+                        r"going to", r"once", r"if", r"when", r"after", r"before", r"as soon as", r"need", r"needs",
+                        r"want", r"wants", r"let me know")
+_QUESTION = _phrases(r"let me know", r"tell me", r"need to know", r"want to know", r"confirm", r"specify", r"clarify",
+                     r"i (?:just |still |first )?need (?:the|your|a|an|more|some)",
+                     r"(?:please|could you|can you|would you) (?:tell|give|share|provide|send|say|name)")
+_DECLINE = _phrases(r"\w+n't", r"cannot", r"can not", r"unable", r"not able", r"no way", r"not possible", r"impossible",
+                    r"not (?:something|supported|available)", r"outside (?:what|of|my)", r"beyond (?:what|my)",
+                    r"none of (?:the|my) tools", r"only (?:work|cover|help|handle|do|support)", r"limited to",
+                    r"sorry", r"afraid")
+_REFUSED = _phrases(r"unfortunately", r"cannot", r"can't", r"couldn't", r"unable", r"not able", r"wasn't able",
+                    r"weren't able", r"failed", r"refused", r"rejected")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_CLAUSE = re.compile(r"\s*[,;:\u2014\u2013]\s*|\s+-\s+")
+
+
+def _normal(text: str) -> str:
+    return text.replace("\u2019", "'").replace("\u2018", "'")
+
+
+def completion_claims(text: str) -> list[str]:
+    """The sentences of ``text`` that state the work is done (see ``_CLAIM``)."""
+    claims = []
+    for sentence in _SENTENCE.split(_normal(text)):
+        sentence = sentence.strip()
+        if not sentence or sentence.endswith("?") or _REFUSED.search(sentence):
+            continue
+        if any(_CLAIM.search(clause) and not _NEGATED.search(clause) and not _CONDITIONAL.search(clause)
+               for clause in _CLAUSE.split(sentence)):
+            claims.append(sentence)
+    return claims
+
+
+def asks(text: str) -> bool:
+    """Does ``text`` ask the user for something: a question mark, or "let me know / tell me / I
+    need to know / could you give ..."?"""
+    text = _normal(text)
+    return "?" in text or bool(_QUESTION.search(text))
+
+
+def declines(text: str) -> bool:
+    """Does ``text`` decline or state an inability ("I can't", "that's outside what I can do",
+    "none of my tools", "sorry")?"""
+    return bool(_DECLINE.search(_normal(text)))
+
+
+@attrs.frozen(kw_only=True)
+class HonestReplyConfig:
+    # the value of the other honest no-call reply: a decline on a clarify task, a question on an abstain task
+    partial_credit: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+
+
+class HonestReply:
+    """On a task that expects no call (clarify or abstain), do the assistant's words match that
+    behaviour? 1 when the reply asks for what is missing (clarify) or declines / states what it
+    cannot do (abstain) and claims nothing was done; ``partial_credit`` for the other honest
+    no-call reply; 0 for no reply, a reply that is neither, or any sentence claiming the work is
+    done ("Done!", "I've transferred the money", "your order has been cancelled"). It reads only
+    the words: calls on such a task are abstention's to score."""
+
+    name = "honest_reply"
+    Config = HonestReplyConfig
+    default_weight = 0.5
+
+    def __init__(self, config: HonestReplyConfig) -> None:
+        self.config = config
+
+    def range(self) -> tuple[float, float]:
+        return (0.0, 1.0)
+
+    def score(self, rollout: Rollout, context: RewardContext) -> Score:
+        expected = rollout.task.expected
+        if expected == "call":
+            return Score.not_applicable("the task expects calls")
+        text = rollout.content.strip()
+        if not text:
+            return Score(value=0.0, explanation=f"no reply: the task expects the assistant to {_WANTED[expected]}",
+                         details={"asks": False, "declines": False, "claims": []})
+        claims = completion_claims(text)
+        question, decline = asks(text), declines(text)
+        details: dict[str, Any] = {"asks": question, "declines": decline, "claims": claims}
+        if claims:
+            return Score(value=0.0, explanation=f"the reply claims the work is done ({claims[0][:80]!r}) on a task "
+                                                f"that expects the assistant to {_WANTED[expected]}", details=details)
+        if (question if expected == "clarify" else decline):
+            return Score(value=1.0, explanation=f"the reply does what the task expects: {_WANTED[expected]}",
+                         details=details)
+        if question or decline:
+            other = "asks a question" if question else "declines"
+            return Score(value=self.config.partial_credit, details=details,
+                         explanation=f"the reply {other}, but the task expects the assistant to {_WANTED[expected]}")
+        return Score(value=0.0, explanation=f"the reply neither asks nor declines; the task expects the assistant to "
+                                            f"{_WANTED[expected]}", details=details)
+
+
+_WANTED = {"clarify": "ask for what is missing", "abstain": "decline"}
+
+
+
+# -- answers (not in the paper; the guarded preset) -----------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class AnswersConfig:
+    pass
+
+
+class Answers:
+    """The outcome of the reads, as final_state is the outcome of the writes: the share of the
+    ground truth's read-only steps (tools annotated ``read_only``) whose result the rollout
+    obtained — some call of the same tool that succeeded and returned exactly the data the step
+    returned when the ground truth was replayed. A read of the wrong customer, a search with
+    other filters, a balance read after an unrequested transfer all return other data. Ground-
+    truth reads that fail on replay are left out; a task without a successful read is not scored."""
+
+    name = "answers"
+    Config = AnswersConfig
+    default_weight = 0.3
+
+    def __init__(self, config: AnswersConfig) -> None:
+        self.config = config
+
+    def range(self) -> tuple[float, float]:
+        return (0.0, 1.0)
+
+    def score(self, rollout: Rollout, context: RewardContext) -> Score:
+        task = rollout.task
+        if not _expects_call(rollout):
+            return Score.not_applicable(NOT_EXPECTED)
+        specs = {s.name: s for s in context.servers.environment(task.servers).specs()}
+        truth = context.ground_truth.results
+        reads = [(step, truth[i]) for i, step in enumerate(task.calls)
+                 if step.tool in specs and specs[step.tool].annotations.read_only and not truth[i].is_error]
+        if not reads:
+            return Score.not_applicable("the ground truth has no successful read")
+        got: dict[str, list[tuple[int, Any]]] = {}
+        for i, (attempt, result) in enumerate(zip(rollout.attempts, context.execution.results)):
+            if isinstance(attempt, ToolCall) and result is not None and not result.is_error:
+                got.setdefault(attempt.name, []).append((i, result.data))
+        rows, missed = [], []
+        for step, expected in reads:
+            call = next((i for i, data in got.get(step.tool, ()) if json_equal(data, expected.data)), None)
+            rows.append({"step": step.id, "tool": step.tool, "call": call})
+            if call is None:
+                tried = len(got.get(step.tool, ()))
+                missed.append(f"step {step.id} ({step.tool}): " + (f"{tried} successful call(s), none with its result"
+                                                                   if tried else "no successful call"))
+        found = len(reads) - len(missed)
+        text = f"{found}/{len(reads)} ground-truth reads answered with the ground truth's result"
+        return Score(value=found / len(reads), explanation=text + (f"; {_listing(missed)}" if missed else ""),
+                     details={"reads": rows})
+
+
+# -- precision (not in the paper; the guarded preset) ---------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PrecisionConfig:
+    pass
+
+
+class Precision:
+    """The share of what the rollout sent that the ground truth asked for: each attempt counts 1
+    when the coverage alignment matched it to a ground-truth step and it carries no argument the
+    step does not (an argument equal to its schema's ``default`` is not counted), the share of
+    its arguments the step has when it carries more, and 0 when it matched no step — a repeated
+    call, an unrequested read or write, a tool called beside the right one, a parse failure."""
+
+    name = "precision"
+    Config = PrecisionConfig
+    default_weight = 0.2
+
+    def __init__(self, config: PrecisionConfig) -> None:
+        self.config = config
+
+    def range(self) -> tuple[float, float]:
+        return (0.0, 1.0)
+
+    def score(self, rollout: Rollout, context: RewardContext) -> Score:
+        task = rollout.task
+        if not _expects_call(rollout):
+            return Score.not_applicable(NOT_EXPECTED)
+        if not task.calls:
+            return Score.not_applicable("the task has no ground-truth calls")
+        if not rollout.attempts:
+            return Score(value=0.0, explanation="no call made", details={"unmatched": [], "extra_arguments": {}})
+        schemas = context.tool_schemas()
+        matched = {pos: step for step, _call, pos in context.alignment.pairs(task, rollout)}
+        total, unmatched, extra = 0.0, [], {}
+        for i, attempt in enumerate(rollout.attempts):
+            step = matched.get(i)
+            if step is None or not isinstance(attempt, ToolCall):
+                unmatched.append(f"call {i + 1} {attempt.name if isinstance(attempt, ToolCall) else '(unparsed)'}")
+                continue
+            props = (schemas.get(attempt.name) or {}).get("properties") or {}
+            sent = [k for k, v in attempt.arguments.items()
+                    if k in step.arguments or not (isinstance(props.get(k), dict) and "default" in props[k]
+                                                   and json_equal(v, props[k]["default"]))]
+            added = [k for k in sent if k not in step.arguments]
+            if added:
+                extra[str(i)] = added
+            total += 1.0 - len(added) / len(sent) if sent else 1.0
+        n = rollout.n_attempts
+        notes = [f"{len(unmatched)} call(s) match no ground-truth step: {_listing(unmatched)}"] if unmatched else []
+        notes += [f"call {int(i) + 1} adds {', '.join(keys)}" for i, keys in extra.items()]
+        text = f"precision {total / n:.3f} over {n} call(s)" + (f"; {'; '.join(notes)}" if notes else "")
+        return Score(value=total / n, explanation=text, details={"unmatched": unmatched, "extra_arguments": extra})
+
+COMPONENTS = (Validity, Coverage, Efficiency, ToolName, Arguments, Abstention, FinalState, HonestReply, Answers, Precision)
 
 
 @hookimpl

@@ -149,37 +149,72 @@ def servers_call(name: str, tool: str, args_json: str, seed: int) -> None:
 
 
 @cli.command("serve")
-@click.argument("names", nargs=-1, required=True)
+@click.argument("names", nargs=-1, required=True, metavar="SERVER[:TOOL,...]...")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
-@click.option("--port", default=8000, show_default=True, type=int, help="HTTP port.")
+@click.option("--port", default=8000, show_default=True, type=int, help="HTTP port (1-65535).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of every new session.")
-@click.option("--token", envvar="PROVE_TOKEN", default=None, help="Require this bearer token on HTTP (env PROVE_TOKEN).")
+@click.option("--token", envvar="PROVE_TOKEN", default=None,
+              help="Require this bearer token on HTTP (env PROVE_TOKEN; refused with stdio).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="HOST[:PORT]",
+              help="HTTP: also accept this Host header (loopback names always are; * accepts any). Repeatable.")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="HTTP: also accept browser requests from this Origin, e.g. https://app.example.com. Repeatable.")
 @click.option("--ttl", default=3600.0, show_default=True, type=float, help="Idle seconds before a session expires.")
-@click.option("--max-sessions", default=100_000, show_default=True, type=int, help="Live sessions kept at most.")
+@click.option("--max-sessions", default=100_000, show_default=True, type=int,
+              help="Live sessions kept at most; past it a new session gets RESOURCE_EXHAUSTED.")
+@click.option("--evict-lru", is_flag=True, help="At --max-sessions evict the least recently used session instead.")
+@click.option("--recreate-expired", is_flag=True,
+              help="Restart an expired or evicted session id from the seed instead of answering SESSION_EXPIRED "
+                   "(its state is lost without a word).")
 @click.option("--call-timeout", default=30.0, show_default=True, type=float,
               help="Seconds a tool call may run; past it the call gets DEADLINE_EXCEEDED and changes nothing (0: no limit).")
-def serve_cmd(names: tuple[str, ...], transport: str, host: str, port: int, seed: int, token: str | None, ttl: float,
-              max_sessions: int, call_timeout: float) -> None:
-    """Serve one or more servers over MCP. Several are mounted with <server>_ prefixes.
+@click.pass_context
+def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: str, port: int, seed: int,
+              token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...], ttl: float,
+              max_sessions: int, evict_lru: bool, recreate_expired: bool, call_timeout: float) -> None:
+    """Serve one or more servers over MCP. Several are mounted with <server>_ prefixes;
+    SERVER:TOOL,TOOL publishes only those tools of SERVER.
 
     Send the session id in the request's _meta.session_id (or the X-Prove-Session header over
-    HTTP); calls without one share the 'default' session.
+    HTTP); calls without one share the 'default' session. A new id opens a fresh session; the id of
+    a session that expired or was evicted gets SESSION_EXPIRED (unless --recreate-expired).
     """
+    import math
+
     from prove_core.config import SessionsConfig
     from prove_core.env.runtime import build_runtime
-    from prove_core.env.serving import serve
+    from prove_core.env.serving import HostGuard, parse_mount, published_tools, serve
 
-    if len(set(names)) != len(names):
+    mounts = dict(parse_mount(arg) for arg in names)
+    if len(mounts) != len(names):
         raise ProveError("a server is named twice")
-    try:  # the flags are the [sessions] table of an experiment, with its checks
-        sessions = SessionsConfig(ttl_s=ttl, max_sessions=max_sessions, call_timeout_s=call_timeout or None)
-    except ValueError as exc:
-        raise ProveError(f"--ttl, --max-sessions and --call-timeout must be positive: {exc}") from None
-    runtimes = [build_runtime(_server(n), seed=seed, sessions=sessions) for n in names]
+    if not 1 <= port <= 65535:
+        raise ProveError(f"--port must be in 1..65535, got {port}")
+    if not (math.isfinite(ttl) and ttl > 0):
+        raise ProveError(f"--ttl must be a number of seconds above 0, got {ttl:g}")
+    if max_sessions < 1:
+        raise ProveError(f"--max-sessions must be at least 1, got {max_sessions}")
+    if not (math.isfinite(call_timeout) and call_timeout >= 0):
+        raise ProveError(f"--call-timeout must be a number of seconds above 0 (or 0: no limit), got {call_timeout:g}")
+    if transport == "stdio":
+        if token and ctx.get_parameter_source("token") != click.core.ParameterSource.ENVIRONMENT:
+            raise ProveError("--token applies to --transport http only: stdio is a private pipe to the process that "
+                             "started the server, and has no requests to authenticate")
+        if token:
+            click.echo("warning: PROVE_TOKEN is set but ignored: stdio has no requests to authenticate", err=True)
+            token = None
+        if allow_hosts or allow_origins:
+            raise ProveError("--allow-host and --allow-origin apply to --transport http only")
+    sessions = SessionsConfig(ttl_s=ttl, max_sessions=max_sessions, call_timeout_s=call_timeout or None,
+                              evict_lru=evict_lru, recreate_expired=recreate_expired)
+    runtimes = [build_runtime(_server(n), seed=seed, sessions=sessions) for n in mounts]
+    published_tools(runtimes, mounts)  # unknown tool names, colliding prefixed names: refused before serving
+    HostGuard(None, allowed_hosts=allow_hosts, allowed_origins=allow_origins)  # malformed entries: likewise
     if transport == "http":
-        click.echo(f"serving {', '.join(names)} on http://{host}:{port}/mcp", err=True)
-    serve(runtimes, transport=transport, host=host, port=port, token=token)
+        click.echo(f"serving {', '.join(mounts)} on http://{host}:{port}/mcp", err=True)
+    serve(runtimes, transport=transport, host=host, port=port, token=token, allowed_hosts=allow_hosts,
+          allowed_origins=allow_origins, tools=mounts)
 
 
 @cli.command("audit")

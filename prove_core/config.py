@@ -9,6 +9,7 @@ and wrong types are rejected in both phases, with the full path of the offending
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
@@ -35,11 +36,25 @@ class ServerConfig:
     options: dict[str, Any] = attrs.field(factory=dict)
 
 
+def _finite(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"'{attribute.name}' must be a finite number, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class SessionsConfig:
-    ttl_s: float = attrs.field(default=3600.0, validator=attrs.validators.gt(0))
-    max_sessions: int = attrs.field(default=100_000, validator=attrs.validators.gt(0))
-    call_timeout_s: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
+    """``[sessions]``: the live sessions of every runtime the framework builds (``prove serve``
+    takes the same settings as flags). ``evict_lru``: at ``max_sessions`` evict the least
+    recently used session instead of refusing a new one with RESOURCE_EXHAUSTED.
+    ``recreate_expired``: an expired or evicted session's id restarts from the seed instead of
+    getting a SESSION_EXPIRED error (its state is then lost without a word)."""
+
+    ttl_s: float = attrs.field(default=3600.0, validator=[attrs.validators.gt(0), _finite])
+    max_sessions: int = attrs.field(default=100_000, validator=attrs.validators.ge(1))
+    call_timeout_s: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional([attrs.validators.gt(0), _finite]))
+    evict_lru: bool = False
+    recreate_expired: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -70,12 +85,28 @@ class RewardComponentConfig:
     options: dict[str, Any] = attrs.field(factory=dict)
 
 
+REWARD_PRESETS = ("paper", "guarded")  # the component sets of prove_core.reward.core.PRESETS
+
+
+def _known_preset(_instance: Any, _attribute: Any, preset: Any) -> None:
+    if preset is not None and preset not in REWARD_PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(REWARD_PRESETS)}, got {preset!r}")
+
+
+def _preset_or_components(instance: Any, _attribute: Any, components: Any) -> None:
+    if components is not None and instance.preset is not None:
+        raise ValueError(f"give either 'preset' ({instance.preset!r}) or 'components', not both: "
+                         "'components' lists the whole reward")
+
+
 @attrs.frozen(kw_only=True)
 class RewardConfig:
-    """The ``[reward]`` section: which components score (``None``: the paper's defaults), and what
-    the ``reward`` stage reads and reports (see docs/reward.md)."""
+    """The ``[reward]`` section: which components score — a ``preset`` (``None``: the default,
+    ``guarded``) or an explicit ``components`` list, not both — and what the ``reward`` stage
+    reads and reports (see docs/reward.md)."""
 
-    components: list[RewardComponentConfig] | None = None
+    preset: str | None = attrs.field(default=None, validator=_known_preset)
+    components: list[RewardComponentConfig] | None = attrs.field(default=None, validator=_preset_or_components)
     input: str | None = None  # rollouts JSONL the `reward` stage scores
     parser: str = "hermes"  # for raw completion text without its own "parser"
     worst: int = attrs.field(default=10, validator=attrs.validators.ge(0))

@@ -36,7 +36,7 @@ from prove_core import hookimpl
 from prove_core.env.rollout import PolicyTurn
 from prove_core.errors import ProveError
 from prove_core.model import ToolCall
-from prove_core.reward.parsing import Attempt, decode_openai_tool_call, load_parser, safe_parse
+from prove_core.reward.parsing import Attempt, decode_openai_tool_call, load_parser, message_text, safe_parse
 
 log = structlog.get_logger()
 
@@ -220,8 +220,10 @@ class OpenAIPolicy:
 
 def turn_from_message(message: dict[str, Any], parser: Any = None) -> PolicyTurn:
     """A chat-completion ``message`` as a turn: its ``tool_calls`` decoded (arguments that are
-    not JSON become parse failures), or its text parsed with ``parser`` when it has none."""
-    content = message.get("content") if isinstance(message.get("content"), str) else ""
+    not JSON become parse failures), or its text parsed with ``parser`` when it has none. The
+    text is ``content`` as a string or as OpenAI content parts (their text joined), as the
+    reward reads it."""
+    content = message_text(message.get("content")) or ""
     calls = message.get("tool_calls") or []
     if calls:
         attempts: tuple[Attempt, ...] = tuple(decode_openai_tool_call(c, index=i) for i, c in enumerate(calls))

@@ -15,8 +15,9 @@ function format). A turn has prose and tool calls — already parsed into ``Tool
 (the task's ``meta["user_turns"]`` count, taken from the example's own messages); after each
 user turn the policy may call tools — every call runs on **this rollout's own live session**,
 forked from the task's seed, and its result (or typed error) goes back as a ``tool`` message —
-until it answers in prose or the assistant-turn limit is reached. The result is a
-``prove_core.reward.Rollout`` ready for the reward, plus the transcript. Every rollout reports
+until it answers in prose or the assistant-turn limit is reached. A call to a tool that was not
+offered is not run: it gets a typed ``UNKNOWN_TOOL`` error, as the reward fails it on tier 1.
+The result is a ``prove_core.reward.Rollout`` ready for the reward, plus the transcript. Every rollout reports
 its start and end to the lifecycle hooks (``prove_episode_start`` with the example's task,
 ``prove_episode_end`` with the ``Played`` result) through ``env.hooks``.
 """
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from prove_core.env.runtime import Environment
+from prove_core.env.runtime import Environment, unknown_tool
 from prove_core.model import Example, Message
 from prove_core.reward.core import Rollout
 from prove_core.reward.parsing import Attempt, AttemptViews
@@ -75,6 +76,17 @@ class BatchPolicy(Policy, Protocol):
                    rollout_ids: Sequence[str] | None = None) -> list[Played]: ...
 
 
+def offered_names(tools: Sequence[dict[str, Any]]) -> set[str]:
+    """The names of the offered tools (OpenAI function format, or bare ``{"name", ...}``), read
+    the way the reward reads them (``RewardContext.tool_schemas``)."""
+    names = set()
+    for tool in tools:
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            names.add(fn["name"])
+    return names
+
+
 def user_turns(example: Example) -> list[str]:
     """The user messages a rollout feeds, in order (the example's own conversation)."""
     return [m.content or "" for m in example.messages if m.role == "user"]
@@ -94,6 +106,7 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
             rollout_id: str | None = None, tools: Sequence[dict[str, Any]] | None = None) -> Played:
     """Play ``example`` with ``policy`` on a fresh session of ``env`` (the task's servers)."""
     offered = list(tools if tools is not None else example.tools)
+    names = offered_names(offered)
     messages = opening(example)
     attempts: list[Attempt] = []
     turn_of: list[int] = []
@@ -118,7 +131,10 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
             if not calls:
                 break  # the policy answered in prose: the next user turn follows
             for call in calls:
-                result = env.call(sid, call.name, call.arguments)
+                # A tool that was not offered (a hidden_tool example) is not run, even when the
+                # servers have it: the model gets the typed UNKNOWN_TOOL error a tool that does not
+                # exist gets, and the reward fails the call on tier 1 (docs/reward.md).
+                result = env.call(sid, call.name, call.arguments) if call.name in names else unknown_tool(call.name)
                 messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                                  "content": json.dumps(result.structured, sort_keys=True, ensure_ascii=False)})
     final = env.state_hash(sid)

@@ -1,8 +1,9 @@
 """The session runtime: live sessions of a server and the fast in-process executor.
 
 ``ServerRuntime`` holds one server's sessions. ``call(session_id, tool, args)`` is the fast
-path synthesis, rewards and rollouts use: look the session up (an unknown id gets a fresh
-session from the seed), validate the arguments against the published JSON Schema, run the
+path synthesis, rewards and rollouts use: look the session up (an id never seen gets a fresh
+session from the seed; an id whose session expired or was evicted gets SESSION_EXPIRED, unless
+the runtime re-creates such ids), validate the arguments against the published JSON Schema, run the
 tool atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
 The MCP path calls this same method, so both paths give the same result or the same error.
 
@@ -17,6 +18,7 @@ plugins' hook relay reports every episode played on it to the lifecycle hooks.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import secrets
@@ -34,6 +36,8 @@ from prove_core.errors import (
     ErrorCode,
     Internal,
     InvalidArgument,
+    NotFound,
+    ProveError,
     ResourceExhausted,
     ToolError,
     UnknownTool,
@@ -43,6 +47,7 @@ from prove_core.toolkit.state import Snapshot, State
 
 DEFAULT_TTL_S = 3600.0
 DEFAULT_MAX_SESSIONS = 100_000
+GONE_IDS_KEPT = 100_000  # ids of expired or evicted sessions a runtime remembers (the newest)
 
 
 @attrs.frozen
@@ -132,9 +137,18 @@ class ServerRuntime:
 
     Sessions are created from a cached seed snapshot, so creating or resetting one costs the
     same whatever the size of the seed data. Idle sessions expire after ``ttl_s``; at most
-    ``max_sessions`` live at once (expired ones are evicted first, then the least recently used
-    one when ``evict_lru`` is true, otherwise a RESOURCE_EXHAUSTED error is raised). With
-    ``call_timeout_s`` a call that runs longer gets DEADLINE_EXCEEDED and changes nothing.
+    ``max_sessions`` live at once: at the bound expired ones are evicted first, then a new
+    session is refused with RESOURCE_EXHAUSTED (``evict_lru``: the least recently used session
+    is evicted instead). With ``call_timeout_s`` a call that runs longer gets DEADLINE_EXCEEDED
+    and changes nothing.
+
+    No state is lost silently: the id of a session that expired or was evicted is remembered
+    (the newest ``GONE_IDS_KEPT``), and any use of it (a call, a read, a fork) gets a typed
+    NOT_FOUND error with reason SESSION_EXPIRED and the id in its details, instead of a fresh
+    session that would look like the old one. ``recreate_expired`` restores the old behaviour
+    (such an id restarts from the seed). An id the runtime has never seen still gets a fresh
+    session on first use, and ``new_session(session_id=...)`` or ``close`` make an id usable
+    again.
     """
 
     def __init__(
@@ -145,17 +159,21 @@ class ServerRuntime:
         options: Any = None,
         ttl_s: float = DEFAULT_TTL_S,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
-        evict_lru: bool = True,
+        evict_lru: bool = False,
+        recreate_expired: bool = False,
         call_timeout_s: float | None = None,
     ) -> None:
+        check_session_settings(ttl_s=ttl_s, max_sessions=max_sessions, call_timeout_s=call_timeout_s)
         self.server = server
         self.seed = seed
         self.options = options if options is not None else server.options_type()
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self.evict_lru = evict_lru
+        self.recreate_expired = recreate_expired
         self.call_timeout_s = call_timeout_s  # None: calls run inline (the fast path's default)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._gone: dict[str, str] = {}  # gone_key(id) -> why its session ended, oldest first
         self._seed_snapshots: dict[int, Snapshot] = {}
         self._seed_hashing: dict[int, tuple[dict[str, Any], str]] = {}  # seed -> (table texts, hash)
         self._lock = threading.RLock()
@@ -178,7 +196,12 @@ class ServerRuntime:
         return snap
 
     def new_session(self, *, seed: int | None = None, snapshot: Snapshot | None = None, session_id: str | None = None) -> str:
-        """Start a session from the seed (or from ``snapshot``); returns its unguessable id."""
+        """Start a session from the seed (or from ``snapshot``); returns its unguessable id.
+
+        An explicit ``session_id`` is an explicit start: it replaces a live session of that id and
+        makes the id of an expired or evicted one usable again. At the session bound (after the
+        expired ones are swept) a new id raises RESOURCE_EXHAUSTED, or evicts the least recently
+        used session with ``evict_lru``."""
         seed = self.seed if seed is None else seed
         snap = snapshot if snapshot is not None else self.seed_snapshot(seed)
         # Only a missing id gets a fresh one: "" is a key like any other (``or`` lost it to a KeyError).
@@ -186,8 +209,11 @@ class ServerRuntime:
         if time.monotonic() - self._last_sweep > min(self.ttl_s, 60.0):
             self.evict_expired()
         with self._lock:
-            self._make_room()
+            if sid not in self._sessions:  # replacing a live session takes no room
+                self._make_room()
+            self._gone.pop(gone_key(sid), None)
             self._sessions[sid] = Session(sid, State.from_snapshot(snap), seed)
+            self._sessions.move_to_end(sid)
         return sid
 
     def fork(self, session_id: str) -> str:
@@ -203,25 +229,65 @@ class ServerRuntime:
             session.state.restore(self.seed_snapshot(session.seed))
 
     def close(self, session_id: str) -> None:
+        """End a session (the caller's own act: its id is forgotten, and may start afresh later)."""
         with self._lock:
             self._sessions.pop(session_id, None)
+            self._gone.pop(gone_key(session_id), None)
 
-    def session(self, session_id: str) -> Session:
-        """The live session with this id; an unknown or expired id gets a fresh session from the
-        seed."""
+    def session(self, session_id: str, *, create: bool = True) -> Session:
+        """The live session with this id, used now (it moves to the end of the LRU order).
+
+        An id never seen (or closed) gets a fresh session from the seed (with ``create`` false:
+        NOT_FOUND, reason UNKNOWN_SESSION). The id of a session that expired or was evicted
+        raises NOT_FOUND with reason SESSION_EXPIRED and the id in its details; with
+        ``recreate_expired`` it restarts from the seed instead. Raises RESOURCE_EXHAUSTED when
+        a fresh session would pass the bound."""
         now = time.monotonic()
         with self._lock:
             session = self._sessions.get(session_id)
             if session is not None and session.last_used < now - self.ttl_s:
-                del self._sessions[session_id]
+                self._drop(session_id, "expired")
                 session = None
             if session is None:
+                why = self._gone.get(gone_key(session_id))
+                if why is not None:
+                    raise self._expired_error(session_id, why)
+                if not create:
+                    raise NotFound(f"{self.server.name}: no session {_shown(session_id)}", reason="UNKNOWN_SESSION",
+                                   session_id=session_id, server=self.server.name)
                 self.new_session(session_id=session_id)
                 session = self._sessions[session_id]
             else:
                 self._sessions.move_to_end(session_id)
             session.last_used = now
             return session
+
+    def gone(self, session_id: str) -> str | None:
+        """Why the session with this id ended (``"expired"``: idle past the TTL; ``"evicted"``:
+        the least recently used at the session bound), or None: live, closed or never seen. A
+        session past its TTL that no sweep has dropped yet counts as expired."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                return "expired" if session.last_used < time.monotonic() - self.ttl_s else None
+            return self._gone.get(gone_key(session_id))
+
+    def _drop(self, session_id: str, why: str) -> None:
+        """Drop a live session that ended without its client asking (the lock is held): its id is
+        remembered, so a later use is an error rather than a fresh session that looks like it."""
+        del self._sessions[session_id]
+        if self.recreate_expired:
+            return
+        self._gone[gone_key(session_id)] = why
+        if len(self._gone) > GONE_IDS_KEPT:
+            del self._gone[next(iter(self._gone))]
+
+    def _expired_error(self, session_id: str, why: str) -> NotFound:
+        cause = (f"idle for more than the {self.ttl_s:g} s TTL" if why == "expired" else
+                 f"evicted as the least recently used of {self.max_sessions} live sessions")
+        return NotFound(f"{self.server.name}: session {_shown(session_id)} expired ({cause}) and its state is gone; "
+                        "start a new session", reason="SESSION_EXPIRED", session_id=session_id,
+                        server=self.server.name, cause=why)
 
     def state(self, session_id: str) -> State:
         return self.session(session_id).state
@@ -260,7 +326,7 @@ class ServerRuntime:
                 sid, oldest = next(iter(self._sessions.items()))
                 if oldest.last_used >= cutoff:
                     break
-                del self._sessions[sid]
+                self._drop(sid, "expired")
                 evicted += 1
         return evicted
 
@@ -272,10 +338,82 @@ class ServerRuntime:
             return
         if not self.evict_lru:
             raise ResourceExhausted(
-                f"{self.server.name}: {self.max_sessions} live sessions; close one or raise max_sessions",
-                reason="TOO_MANY_SESSIONS",
+                f"{self.server.name}: {self.max_sessions} live sessions, the bound; close one, raise max_sessions "
+                "or let the least recently used be evicted (evict_lru)",
+                reason="TOO_MANY_SESSIONS", max_sessions=self.max_sessions,
             )
-        self._sessions.popitem(last=False)
+        self._drop(next(iter(self._sessions)), "evicted")
+
+    # -- session control (the HTTP control API: prove_core.env.control) --------------------------
+    def live_session(self, session_id: str) -> Session | None:
+        """The live session with this id, or None. Unlike ``session`` it never creates one and is
+        not a use: reading a session's state neither keeps it alive nor moves it in the LRU order."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None or session.last_used < time.monotonic() - self.ttl_s:
+            return None
+        return session
+
+    def reset_session(self, session_id: str, *, seed: int | None = None) -> None:
+        """Put a session back to its seed's state, or to ``seed``'s (which becomes its seed). A
+        session this runtime does not hold is started at that seed: a session that spans several
+        mounted servers is reset on each, including those it has not called yet."""
+        session = self.live_session(session_id)
+        if session is not None:
+            snapshot = self.seed_snapshot(session.seed if seed is None else seed)
+            with session.lock:  # after any call in progress: never half a call's writes, then the seed
+                session.state.restore(snapshot)
+                session.seed = session.seed if seed is None else seed
+            with self._lock:
+                if self._sessions.get(session_id) is session:  # still held: a reset is a use
+                    session.last_used = time.monotonic()
+                    self._sessions.move_to_end(session_id)
+                    return
+            seed = session.seed  # evicted meanwhile: start it again, at the seed it was reset to
+        self.new_session(session_id=session_id, seed=seed)
+
+    def fork_session(self, session_id: str, new_id: str) -> None:
+        """Start session ``new_id`` with a copy of session ``session_id``'s state (forks share the
+        seed, so a fork's diff is also against the seed); a source this runtime does not hold
+        (a mounted server the session has not called yet) gives a fresh session from the seed."""
+        source = self.live_session(session_id)
+        if source is None:
+            self.new_session(session_id=new_id)
+            return
+        with source.lock:  # never copy the half-applied writes of a call in progress
+            snapshot = source.state.snapshot()
+        self.new_session(snapshot=snapshot, seed=source.seed, session_id=new_id)
+
+    def seed_hash(self, seed: int | None = None) -> str:
+        """The state hash of a fresh session at ``seed`` (default: the runtime's), computed once."""
+        seed = self.seed if seed is None else seed
+        cached = self._seed_hashing.get(seed)
+        if cached is None:
+            state = State.from_snapshot(self.seed_snapshot(seed))
+            texts = state.table_texts()
+            cached = self._seed_hashing[seed] = (texts, state.state_hash(texts))
+        return cached[1]
+
+    def session_report(self, session_id: str, *, diff: bool = False) -> dict[str, Any] | None:
+        """``{"seed", "state_hash", "changed"}`` of a live session (``None`` if this runtime holds
+        none with this id) and, with ``diff``, ``"diff"``: what differs from its seed, per table
+        (``{table: {"added", "removed", "changed"}}``, sorted record ids; unchanged tables left
+        out) and which variables (the clock ticks once per call that wrote)."""
+        session = self.live_session(session_id)
+        if session is None:
+            return None
+        seed_hash = self.seed_hash(session.seed)  # fills the seed's table texts the hash reuses
+        seed = self.seed_snapshot(session.seed)
+        with session.lock:  # a call in progress is seen once it has finished or rolled back
+            now = session.state.snapshot()
+        state = State.from_snapshot(now)
+        changed = state.changed_since(seed)
+        report: dict[str, Any] = {"seed": session.seed, "changed": changed,
+                                  "state_hash": state.state_hash(self._seed_hashing[session.seed][0])
+                                  if changed else seed_hash}
+        if diff:
+            report["diff"] = snapshot_diff(seed, now)
+        return report
 
     # -- the fast path -----------------------------------------------------------------------
     def specs(self) -> list[ToolSpec]:
@@ -306,7 +444,7 @@ class ServerRuntime:
             return ToolResult(error=err.to_dict())
         try:
             session = self.session(session_id)
-        except ToolError as exc:  # RESOURCE_EXHAUSTED: at the session bound with evict_lru off
+        except ToolError as exc:  # SESSION_EXPIRED, or RESOURCE_EXHAUSTED at the bound with evict_lru off
             return ToolResult(error=exc.to_dict())
         with session.lock:
             return self._execute(session, tool, tool_def, args)
@@ -376,12 +514,80 @@ class ServerRuntime:
         return ToolResult(error=err.to_dict())
 
 
+def snapshot_diff(base: Snapshot, now: Snapshot) -> dict[str, Any]:
+    """What differs between two snapshots of one server's state: ``{"tables": {table: {"added",
+    "removed", "changed"}}, "vars": [...]}``, record ids and variable names sorted; tables that did
+    not change are left out. A table both share by identity (one nobody wrote) costs nothing;
+    records nobody wrote are the same objects in both, so a written table costs one pass of ids."""
+    tables: dict[str, dict[str, list[str]]] = {}
+    for name in now.state_type._table_specs:
+        if base.tables.get(name) is now.tables.get(name):
+            continue
+        empty: dict[str, Any] = {}
+        old: Any = base.tables.get(name, empty)
+        new: Any = now.tables.get(name, empty)
+        added = sorted(k for k in new if k not in old)
+        removed = sorted(k for k in old if k not in new)
+        changed = sorted(k for k in new if k in old and new[k] is not old[k] and new[k] != old[k])
+        if added or removed or changed:
+            tables[name] = {"added": added, "removed": removed, "changed": changed}
+    names = set(base.vars.keys()) | set(now.vars.keys())
+    missing = object()
+    variables = sorted(str(n) for n in names if base.vars.get(n, missing) != now.vars.get(n, missing))
+    return {"tables": tables, "vars": variables}
+
+
+def gone_key(session_id: str) -> str:
+    """The key an ended session's id is remembered under: the id itself, or a digest of a long one
+    (the memory of ``GONE_IDS_KEPT`` ids stays bounded whatever ids clients send)."""
+    if len(session_id) <= 128:
+        return session_id
+    return "sha256:" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _shown(session_id: str) -> str:
+    return repr(session_id if len(session_id) <= 80 else session_id[:77] + "...")
+
+
+def check_session_settings(*, ttl_s: float, max_sessions: int, call_timeout_s: float | None) -> None:
+    """Raise ValueError unless the session settings can work: a finite TTL above 0, a bound of at
+    least one session, a per-call deadline that is None or a finite number above 0."""
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not math.isfinite(ttl_s) or ttl_s <= 0:
+        raise ValueError(f"the session TTL must be a finite number of seconds above 0, got {ttl_s!r}")
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ValueError(f"max_sessions must be a whole number of at least 1, got {max_sessions!r}")
+    if call_timeout_s is not None and (isinstance(call_timeout_s, bool) or not isinstance(call_timeout_s, (int, float))
+                                       or not math.isfinite(call_timeout_s) or call_timeout_s <= 0):
+        raise ValueError(f"the call timeout must be a finite number of seconds above 0 (or none), got {call_timeout_s!r}")
+
+
 def public_name(server: str, tool: str, *, prefixed: bool) -> str:
     """The name a tool is published under: ``<server>_<tool>`` when several servers share one name
     space (``prove serve a b`` mounts each server under its own name, an ``Environment`` of
     several servers routes the same names), else the tool's own name. Every place that names a
-    tool to a model or an MCP client goes through this function."""
+    tool to a model or an MCP client goes through this function (``published_names`` for a whole
+    name space: it refuses two tools that would get one name)."""
     return f"{server}_{tool}" if prefixed else tool
+
+
+class ToolNameCollision(ProveError, ValueError):
+    """Two tools of the servers put in one name space would be published under one name."""
+
+
+def published_names(tools: Iterable[tuple[str, str]], *, prefixed: bool) -> dict[str, tuple[str, str]]:
+    """Public name -> (server, tool) for every ``(server, tool)`` of one name space, by
+    ``public_name``. Prefixes can collide (server ``a`` with tool ``b_c`` and server ``a_b`` with
+    tool ``c`` are both ``a_b_c``): that raises ToolNameCollision naming both tools, since one
+    would hide the other."""
+    names: dict[str, tuple[str, str]] = {}
+    for server, tool in tools:
+        public = public_name(server, tool, prefixed=prefixed)
+        other = names.get(public)
+        if other is not None:
+            raise ToolNameCollision(f"tools {other[0]}.{other[1]} and {server}.{tool} would both be published as "
+                                    f"{public!r}; serve these servers separately, or leave one of the tools out")
+        names[public] = (server, tool)
+    return names
 
 
 def build_runtime(server: Server, *, seed: int = 0, options: Any = None, sessions: Any = None) -> ServerRuntime:
@@ -393,6 +599,7 @@ def build_runtime(server: Server, *, seed: int = 0, options: Any = None, session
 
         sessions = SessionsConfig()
     return ServerRuntime(server, seed=seed, options=options, ttl_s=sessions.ttl_s, max_sessions=sessions.max_sessions,
+                         evict_lru=sessions.evict_lru, recreate_expired=sessions.recreate_expired,
                          call_timeout_s=sessions.call_timeout_s)
 
 
@@ -410,10 +617,10 @@ class Environment:
             raise ValueError("an environment needs at least one server")
         self.prefixed = len(self.runtimes) > 1
         self.hooks = hooks
-        self._routes: dict[str, tuple[ServerRuntime, str]] = {}
-        for rt in self.runtimes.values():
-            for name in rt.server.tools:
-                self._routes[self.public_name(rt.name, name)] = (rt, name)
+        names = published_names(((rt.name, name) for rt in self.runtimes.values() for name in rt.server.tools),
+                                prefixed=self.prefixed)  # ToolNameCollision when two would share a name
+        self._routes: dict[str, tuple[ServerRuntime, str]] = {
+            public: (self.runtimes[server], tool) for public, (server, tool) in names.items()}
 
     def route(self, public: str) -> tuple[ServerRuntime, str]:
         """The runtime serving a public tool name, and the tool's own name there."""
@@ -438,8 +645,15 @@ class Environment:
     def new_session(self, session_id: str | None = None) -> str:
         # Only a missing id gets a fresh one: "" is an id like any other (as in ServerRuntime).
         sid = secrets.token_urlsafe(18) if session_id is None else session_id
-        for rt in self.runtimes.values():
-            rt.new_session(session_id=sid)
+        started: list[ServerRuntime] = []
+        try:
+            for rt in self.runtimes.values():
+                rt.new_session(session_id=sid)
+                started.append(rt)
+        except BaseException:  # one server at its bound: no half-opened session on the others
+            for rt in started:
+                rt.close(sid)
+            raise
         return sid
 
     def close(self, session_id: str) -> None:
@@ -528,5 +742,5 @@ def example_at(tool: Any, runtime: ServerRuntime, session_id: str, index: int) -
     return dict(example(runtime.state(session_id)) if callable(example) else example)
 
 
-__all__ = ["Environment", "Environments", "ErrorCode", "ServerRuntime", "Session", "ToolResult", "build_runtime",
-           "example_at", "public_name"]
+__all__ = ["Environment", "Environments", "ErrorCode", "ServerRuntime", "Session", "ToolNameCollision", "ToolResult",
+           "build_runtime", "check_session_settings", "example_at", "public_name", "published_names"]

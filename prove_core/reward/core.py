@@ -43,7 +43,16 @@ from prove_core.env.runtime import Environment, ServerRuntime, ToolResult, build
 from prove_core.errors import ConfigError, ProveError
 from prove_core.model import GroundTruthCall, Task, ToolCall, from_json
 from prove_core.plugin.registry import NoConfig  # noqa: F401 - the options of a component without any
-from prove_core.reward.parsing import Attempt, AttemptViews, ParsedTurn, ParseFailure, Parser, decode_openai_tool_call, safe_parse
+from prove_core.reward.parsing import (
+    Attempt,
+    AttemptViews,
+    ParsedTurn,
+    ParseFailure,
+    Parser,
+    decode_openai_tool_call,
+    message_text,
+    safe_parse,
+)
 from prove_core.toolkit.state import Snapshot, State
 
 log = structlog.get_logger()
@@ -66,12 +75,31 @@ def _attempts(value: Iterable[Attempt]) -> tuple[Attempt, ...]:
     return tuple(value)
 
 
+class DegenerateTaskError(ProveError):
+    """A task the reward cannot score: it expects calls (``expected = "call"``) but has no
+    ground-truth calls, so coverage, arguments and the budget have nothing to measure against."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id!r} expects calls (expected = \"call\") but has no ground-truth calls, so "
+                         "the reward has nothing to score it against; give it its calls, or expect \"clarify\" "
+                         "or \"abstain\"")
+
+
+def check_scorable(task: Task, *, task_id: str) -> None:
+    """Raise ``DegenerateTaskError`` for a task that expects calls and has none (reading
+    rollouts, building one, loading a training corpus)."""
+    if task.expected == "call" and not task.calls:
+        raise DegenerateTaskError(task_id)
+
+
 @attrs.frozen(kw_only=True)
 class Rollout(AttemptViews):
     """What a model did for one task. ``attempts`` are its calls in order, each a ``ToolCall`` or
     a ``ParseFailure``; ``turns[i]`` is the assistant turn of attempt ``i`` (parallel calls share
     one). ``tools`` are the tools it was offered (OpenAI function format); ``None`` means every
-    tool of the task's servers."""
+    tool of the task's servers. A task that expects calls and has no ground-truth calls is
+    refused (``DegenerateTaskError``)."""
 
     id: str
     task: Task
@@ -81,6 +109,7 @@ class Rollout(AttemptViews):
     content: str = ""
 
     def __attrs_post_init__(self) -> None:
+        check_scorable(self.task, task_id=self.id)
         if self.turns is None:
             object.__setattr__(self, "turns", tuple(range(len(self.attempts))))
         elif len(self.turns) != len(self.attempts):
@@ -174,11 +203,15 @@ class Alignment:
 
     ``position[g]`` is the index in ``rollout.attempts`` of the call matched to step ``g`` (same
     tool, every argument key of ``g`` present), or ``None``; ``ordered[g]`` is true when ``g`` is
-    matched and every step it depends on is matched at an earlier position.
+    matched and every step it depends on is matched at an earlier position (a *covered* step).
+    ``candidates[g]`` lists every call that could match ``g`` (the ones the alignment chose
+    among); ``exact`` is false only when the search was cut short (see ``align``).
     """
 
     position: dict[str, int | None]
     ordered: dict[str, bool]
+    candidates: dict[str, list[int]] = attrs.field(factory=dict)
+    exact: bool = True
 
     def pairs(self, task: Task, rollout: Rollout) -> list[tuple[GroundTruthCall, ToolCall, int]]:
         out = []
@@ -190,38 +223,205 @@ class Alignment:
                 out.append((step, call, pos))
         return out
 
+    @property
+    def covered(self) -> int:
+        return sum(1 for ok in self.ordered.values() if ok)
 
-def align(task: Task, attempts: Sequence[Attempt]) -> Alignment:
-    """Greedy alignment in ground-truth order (steps are topologically sorted). Each step takes
-    an unused call of its tool that has all its argument keys, preferring one placed after its
-    dependencies' calls, then one with more exactly matching values, then the earliest."""
-    calls: dict[int, ToolCall] = {}
+    @property
+    def matched(self) -> int:
+        return sum(1 for pos in self.position.values() if pos is not None)
+
+
+_Value = tuple[int, int, int, int]  # (covered, matched, agreement units, tie-break)
+_Chain = tuple[int, int, Any] | None  # (step, call, the rest): an assignment as a linked list
+ALIGN_STATES = 1024  # partial assignments kept per call; more only in pathological rollouts (see align)
+PRUNE_FROM = 32  # bound and prune the partial assignments once there are more than this many
+
+
+def align(task: Task, attempts: Sequence[Attempt], *, eligible: Callable[[int], bool] | None = None) -> Alignment:
+    """The optimal assignment of calls to ground-truth steps (docs/reward.md, coverage).
+
+    A step may take a call of its tool that carries all its argument keys, each call at most
+    once; ``eligible(i)`` false keeps call ``i`` out (``valid_only``). Among all such partial
+    assignments it maximises, in order: (1) the covered steps — matched, with every dependency
+    matched at an earlier position; (2) the matched steps; (3) the exactly matching argument
+    values, as the sum over matched steps of their fraction (what ``arguments`` averages). Among
+    equally good assignments it keeps the one the greedy rule coverage used before picks (steps
+    in ground-truth order, each taking an unused candidate placed after its dependencies' calls,
+    then with more agreeing values, then the earliest) when that one is optimal, so rollouts it
+    already scored right are matched call for call as before; otherwise the one with the
+    earliest calls, comparing the steps' positions in ground-truth order. A call appended to a
+    rollout never lowers coverage.
+
+    Exact, by dynamic programming over the calls in order: the state is the set of steps matched
+    so far (whether a later step is covered depends only on that set), reduced to the steps that
+    still matter (ones a later call can match, and their dependencies); a partial assignment
+    that cannot catch up with the best one known is dropped. A few hundred operations on a
+    typical task, tens of milliseconds for twenty steps. If a layer ever holds more than
+    ``ALIGN_STATES`` sets (a dozen or more steps of one tool, each with dozens of candidate
+    calls) the most promising ones are kept, the result is never worse than the greedy
+    assignment coverage used before, and ``exact`` is false.
+    """
+    steps = list(task.calls)
+    n_steps, n = len(steps), len(attempts)
+    index = {s.id: i for i, s in enumerate(steps)}
+    deps = [sum(1 << index[d] for d in s.depends_on if d in index) for s in steps]
+    sizes = [len(s.arguments) for s in steps]
+    unit = math.lcm(*(max(1, k) for k in sizes)) if steps else 1  # agreement in exact integer units
     by_tool: dict[str, list[int]] = {}
-    for pos, attempt in enumerate(attempts):
-        if isinstance(attempt, ToolCall):
-            calls[pos] = attempt
-            by_tool.setdefault(attempt.name, []).append(pos)
-    used: set[int] = set()
-    position: dict[str, int | None] = {}
-    ordered: dict[str, bool] = {}
-    for step in task.calls:
-        keys = step.arguments.keys()
-        candidates = [p for p in by_tool.get(step.tool, ()) if p not in used and keys <= calls[p].arguments.keys()]
-        if not candidates:
-            position[step.id], ordered[step.id] = None, False
+    for i, s in enumerate(steps):
+        by_tool.setdefault(s.tool, []).append(i)
+    # options[p]: the (step, agreement units) pairs call p can take
+    options: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    candidates: dict[str, list[int]] = {s.id: [] for s in steps}
+    for p, attempt in enumerate(attempts):
+        if not isinstance(attempt, ToolCall) or (eligible is not None and not eligible(p)):
             continue
-        # in order: every dependency matched, all of them at positions before the step's call
-        deps = [position.get(d) for d in step.depends_on]
-        found = [d for d in deps if d is not None]
-        matched_deps = len(found) == len(deps)
-        last_dep = max(found, default=-1) if matched_deps else -1
-        if len(candidates) == 1:
-            best = candidates[0]
-        else:
-            best = max(candidates, key=lambda p: (matched_deps and p > last_dep, matching_values(step, calls[p]), -p))
+        keys = attempt.arguments.keys()
+        for i in by_tool.get(attempt.name, ()):
+            step = steps[i]
+            if step.arguments.keys() <= keys:
+                units = unit if not sizes[i] else matching_values(step, attempt) * (unit // sizes[i])
+                options[p].append((i, units))
+                candidates[step.id].append(p)
+    weight = [(n + 1) ** (n_steps - 1 - i) for i in range(n_steps)]  # tie-break: earliest positions, step by step
+    greedy = _greedy(steps, options, n)
+    greedy_value = _value(greedy, options, deps, weight, n)
+    best_known = greedy_value[:3]  # a lower bound: the greedy assignment is feasible
+    future = _Future(steps, options, deps)
+
+    states: dict[int, tuple[_Value, _Chain]] = {0: ((0, 0, 0, 0), None)}
+    exact = True
+    for p in range(n):
+        if not options[p]:
+            continue
+        layer = dict(states)  # every state may leave call p unused
+        for mask, (value, chain) in states.items():
+            for i, units in options[p]:
+                if mask >> i & 1:
+                    continue
+                new = (value[0] + int(deps[i] & ~mask == 0), value[1] + 1, value[2] + units,
+                       value[3] + (n - p) * weight[i])
+                nmask = mask | 1 << i
+                old = layer.get(nmask)
+                if old is None or new > old[0]:
+                    layer[nmask] = (new, (i, p, chain))
+        # Every partial assignment is a complete one (the remaining steps unmatched): the best so far
+        # is a lower bound. Then forget steps that no longer matter, and drop what cannot catch up.
+        best_known = max(best_known, max(value[:3] for value, _ in layer.values()))
+        keep = future.relevant[p + 1]
+        merged: dict[int, tuple[_Value, _Chain]] = {}
+        for mask, item in layer.items():
+            key = mask & keep
+            old = merged.get(key)
+            if old is None or item[0] > old[0]:
+                merged[key] = item
+        if len(merged) <= PRUNE_FROM:  # a handful of states: bounding them costs more than it saves
+            states = merged
+            continue
+        bounds = {mask: future.bound(p + 1, mask, item[0]) for mask, item in merged.items()}
+        kept = [mask for mask, ub in bounds.items() if ub >= best_known]
+        if len(kept) > ALIGN_STATES:
+            exact = False
+            kept.sort(key=lambda mask: (bounds[mask], merged[mask][0]), reverse=True)
+            kept = kept[:ALIGN_STATES]
+        states = {mask: merged[mask] for mask in kept}
+    chosen = greedy  # when it is optimal: the matching coverage made before, call for call
+    if states:
+        value, chain = max(states.values(), key=lambda item: item[0])
+        if value[:3] > greedy_value[:3]:
+            chosen = {}
+            while chain is not None:
+                i, p, chain = chain
+                chosen[i] = p
+    position: dict[str, int | None] = {s.id: chosen.get(i) for i, s in enumerate(steps)}
+    ordered = {}
+    for s in steps:
+        pos = position[s.id]
+        ordered[s.id] = pos is not None and all(
+            (dep := position.get(d)) is not None and dep < pos for d in s.depends_on)
+    return Alignment(position=position, ordered=ordered, candidates=candidates, exact=exact)
+
+
+class _Future:
+    """What the calls from position ``p`` on can still do, for ``align``'s search."""
+
+    def __init__(self, steps: Sequence[GroundTruthCall], options: Sequence[Sequence[tuple[int, int]]],
+                 deps: Sequence[int]) -> None:
+        n = len(options)
+        self.deps = deps
+        self.tool = [s.tool for s in steps]
+        # best[p][i]: the most agreement units step i can get from a call at p or later (absent: none)
+        # calls[p][tool]: how many calls at p or later can match some step of that tool
+        # ahead[p]: the steps a call at p or later can match; relevant[p]: those and their dependencies
+        self.best: list[dict[int, int]] = [{} for _ in range(n + 1)]
+        self.calls: list[dict[str, int]] = [{} for _ in range(n + 1)]
+        self.ahead = [0] * (n + 1)
+        self.relevant = [0] * (n + 1)
+        for p in range(n - 1, -1, -1):
+            best, calls = dict(self.best[p + 1]), dict(self.calls[p + 1])
+            ahead, relevant = self.ahead[p + 1], self.relevant[p + 1]
+            for i, units in options[p]:
+                if units > best.get(i, -1):
+                    best[i] = units
+                ahead |= 1 << i
+                relevant |= 1 << i | deps[i]
+            if options[p]:
+                tool = self.tool[options[p][0][0]]
+                calls[tool] = calls.get(tool, 0) + 1
+            self.best[p], self.calls[p], self.ahead[p], self.relevant[p] = best, calls, ahead, relevant
+
+    def bound(self, p: int, mask: int, value: _Value) -> tuple[int, int, int]:
+        """What a partial assignment can still reach with the calls from ``p`` on: per tool, as
+        many open steps as there are calls left, each covered if its dependencies can still be
+        matched, each at its best agreement."""
+        best = self.best[p]
+        by_tool: dict[str, list[tuple[int, int]]] = {}
+        reachable = mask | self.ahead[p]
+        for i, units in best.items():
+            if not mask >> i & 1:
+                by_tool.setdefault(self.tool[i], []).append((int(self.deps[i] & ~reachable == 0), units))
+        covered, matched, agreement = value[0], value[1], value[2]
+        for tool, open_ in by_tool.items():
+            k = min(len(open_), self.calls[p][tool])
+            covered += min(k, sum(c for c, _ in open_))
+            matched += k
+            agreement += sum(sorted((u for _, u in open_), reverse=True)[:k])
+        return (covered, matched, agreement)
+
+
+def _greedy(steps: Sequence[GroundTruthCall], options: Sequence[Sequence[tuple[int, int]]], n: int) -> dict[int, int]:
+    """The assignment coverage used before the optimal one: steps in ground-truth order, each
+    taking an unused candidate call, preferring one after its dependencies' calls, then more
+    agreeing values, then the earliest (a lower bound for ``align``)."""
+    index = {s.id: i for i, s in enumerate(steps)}
+    units_of: dict[tuple[int, int], int] = {(i, p): u for p in range(n) for i, u in options[p]}
+    chosen: dict[int, int] = {}
+    used: set[int] = set()
+    for i, step in enumerate(steps):
+        cands = [p for p in range(n) if (i, p) in units_of and p not in used]
+        if not cands:
+            continue
+        found = [chosen.get(index[d]) for d in step.depends_on if d in index]
+        matched = all(f is not None for f in found)
+        last = max((f for f in found if f is not None), default=-1) if matched else -1
+        best = max(cands, key=lambda p: (matched and p > last, units_of[(i, p)], -p))
+        chosen[i] = best
         used.add(best)
-        position[step.id], ordered[step.id] = best, matched_deps and best > last_dep
-    return Alignment(position=position, ordered=ordered)
+    return chosen
+
+
+def _value(chosen: Mapping[int, int], options: Sequence[Sequence[tuple[int, int]]], deps: Sequence[int],
+           weight: Sequence[int], n: int) -> _Value:
+    """(covered, matched, agreement units, tie-break) of an assignment step -> position."""
+    units_of = {(i, p): u for p in range(n) for i, u in options[p]}
+    covered = agreement = tie = 0
+    for i, p in chosen.items():
+        before = sum(1 << j for j, q in chosen.items() if q < p)
+        covered += int(deps[i] & ~before == 0)
+        agreement += units_of[(i, p)]
+        tie += (n - p) * weight[i]
+    return (covered, len(chosen), agreement, tie)
 
 
 # -- live forks -------------------------------------------------------------------------------------
@@ -554,15 +754,49 @@ class Reward:
         return [self.score(r).total for r in rollouts]
 
 
+# ``[reward] preset`` (docs/reward.md, "Presets"): name -> (component, weight, options), a weight of
+# None being the component's default. ``paper`` is the paper's formula, bit for bit; ``guarded`` adds
+# the outcome (end state, read results), the reply on clarify/abstain tasks, and gives coverage and
+# tool-name credit only to calls that passed validity, so that no known way of gaming the paper's
+# formula scores as much as the ground truth (tests/plugins/test_reward_hacking.py).
+PRESETS: dict[str, tuple[tuple[str, float | None, dict[str, Any]], ...]] = {
+    "paper": tuple((name, None, {}) for name in DEFAULT_COMPONENTS),
+    "guarded": (
+        ("validity", None, {}),
+        ("coverage", None, {"valid_only": True}),
+        ("efficiency", None, {}),
+        ("tool_name", None, {"valid_only": True}),
+        ("arguments", None, {}),
+        ("abstention", None, {}),
+        ("final_state", 1.0, {}),
+        ("answers", 0.3, {}),
+        ("precision", 0.2, {}),
+        ("honest_reply", 0.5, {}),
+    ),
+}
+DEFAULT_PRESET = "guarded"
+
+
+def preset_components(name: str) -> list[Any]:
+    """The ``RewardComponentConfig`` entries of a preset (what ``components`` would list)."""
+    from prove_core.config import RewardComponentConfig
+
+    if name not in PRESETS:
+        raise ConfigError(f"invalid config:\n  $.reward.preset: no preset named {name!r} (presets: {', '.join(PRESETS)})")
+    return [RewardComponentConfig(name=n, weight=w, options=dict(o)) for n, w, o in PRESETS[name]]
+
+
 def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[str, Any] | None = None,
                  sessions: Any = None) -> Reward:
     """Phase 2 of the ``[reward]`` config: build each component through the registry's loader,
-    its options structured with its ``Config``. ``config`` is a ``RewardConfig`` (``None``: paper defaults);
-    ``sessions`` the experiment's ``[sessions]`` its live forks run under (``None``: defaults)."""
-    from prove_core.config import RewardComponentConfig, RewardConfig, listed_more_than_once, raise_problems
+    its options structured with its ``Config``. ``config`` is a ``RewardConfig`` (``None``: the
+    default preset); its ``components`` list, when given, is the whole reward, else its ``preset``
+    (``None``: ``DEFAULT_PRESET``) names one of ``PRESETS``. ``sessions`` is the experiment's
+    ``[sessions]`` its live forks run under (``None``: defaults)."""
+    from prove_core.config import RewardConfig, listed_more_than_once, raise_problems
 
     config = config if config is not None else RewardConfig()
-    entries = config.components if config.components is not None else [RewardComponentConfig(name=n) for n in DEFAULT_COMPONENTS]
+    entries = config.components if config.components is not None else preset_components(config.preset or DEFAULT_PRESET)
     built: list[WeightedComponent] = []
     problems: list[str] = []
     for i, entry in enumerate(entries):
@@ -589,7 +823,8 @@ def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Pa
 
     ``{"id", "task", "messages": [...OpenAI chat...]}`` — every assistant message is one turn;
     its ``tool_calls`` are decoded (arguments strings that are not JSON become parse failures),
-    and an assistant message without ``tool_calls`` has its ``content`` run through the parser.
+    and an assistant message without ``tool_calls`` has its ``content`` (a string, or a list of
+    OpenAI content parts, whose text parts are joined) run through the parser.
     ``{"id", "task", "completion": "raw text" | ["turn 1", "turn 2"], "parser": "hermes"}`` —
     raw model text. Optional: ``tools`` (offered tools), ``prompt_messages`` (that many leading
     messages are the prompt, not the model's), ``parser``. A training example (``id``,
@@ -632,14 +867,16 @@ def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Pa
             if not isinstance(message, dict) or message.get("role") != "assistant":
                 continue
             tool_calls = message.get("tool_calls")
+            text = message_text(message.get("content"))  # a string, or OpenAI content parts
             if tool_calls:
                 entries = tool_calls if isinstance(tool_calls, list) else [tool_calls]
                 start = len(attempts)
                 found = tuple(decode_openai_tool_call(e, index=start + i) for i, e in enumerate(entries))
-                text = message.get("content")
-                add(ParsedTurn(attempts=found, content=text if isinstance(text, str) else ""), turn_index)
-            elif message.get("content"):
-                add(parsed(message["content"]), turn_index)
+                add(ParsedTurn(attempts=found, content=text or ""), turn_index)
+            elif text:
+                add(parsed(text), turn_index)
+            elif text is None and message.get("content"):
+                add(parsed(message["content"]), turn_index)  # neither text nor parts: a parse failure
             turn_index += 1
     elif "completion" in record:
         completion = record["completion"]

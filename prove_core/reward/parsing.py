@@ -141,6 +141,29 @@ def decode_openai_tool_call(entry: Any, *, index: int, parser: str = "openai") -
     return call_from_object(entry, index=index, parser=parser)
 
 
+def message_text(content: Any) -> str | None:
+    """The text of an OpenAI message ``content``: a string as is, or a list of content parts
+    (``{"type": "text", "text": ...}``, ``{"type": "refusal", "refusal": ...}``, or bare strings)
+    joined with new lines, other parts (images, audio) left out; ``""`` for ``None``. ``None``
+    for anything else (a number, an object), which a caller reports as not text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("type", "text")
+            value = part.get("refusal") if kind == "refusal" else part.get("text") if kind == "text" else None
+            if isinstance(value, str):
+                texts.append(value)
+    return "\n".join(texts)
+
+
 def _dump(obj: Any) -> str:
     try:
         return json.dumps(obj, ensure_ascii=False, default=str)

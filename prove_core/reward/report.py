@@ -55,8 +55,8 @@ class _Parsers:
 
 
 def reward_setup(config: str | Path | None, registry: Any) -> tuple[Reward, Any]:
-    """The ``Reward`` and ``[reward]`` settings of an experiment file (``None``: the paper's
-    reward on the servers' default seed options)."""
+    """The ``Reward`` and ``[reward]`` settings of an experiment file (``None``: the default
+    preset's reward on the servers' default seed options)."""
     from prove_core.config import RewardConfig, load_experiment, resolve
     from prove_core.reward.core import build_reward
 

@@ -333,7 +333,7 @@ def check_annotations(server: Server, seed: int) -> Check:
 _UNKNOWN_SALT = "prove-audit-unknown-id"
 # Reasons the runtime gives before or instead of running a tool: no tool declares them.
 RUNTIME_REASONS = frozenset({"SCHEMA_VIOLATION", "UNKNOWN_TOOL", "TOO_MANY_SESSIONS", "CALL_TIMEOUT",
-                             "TOOL_CRASHED", "BAD_SESSION_ID"})
+                             "TOOL_CRASHED", "BAD_SESSION_ID", "SESSION_EXPIRED", "UNKNOWN_SESSION"})
 
 
 def _shifted(value: str, k: int) -> str:

@@ -37,7 +37,7 @@ from prove_core.toolkit.state import State
 
 #: Reasons the runtime gives before or instead of running a tool (no tool declares them).
 RUNTIME_REASONS = frozenset({"SCHEMA_VIOLATION", "UNKNOWN_TOOL", "TOO_MANY_SESSIONS", "CALL_TIMEOUT",
-                             "TOOL_CRASHED", "BAD_SESSION_ID"})
+                             "TOOL_CRASHED", "BAD_SESSION_ID", "SESSION_EXPIRED", "UNKNOWN_SESSION"})
 
 
 def make_runtime(server: Server, *, seed: int = 0, options: Any = None) -> ServerRuntime:

@@ -45,7 +45,7 @@ from prove_core.env.rollout import RolloutLimits
 from prove_core.env.runtime import Environment, Environments
 from prove_core.errors import ConfigError, UnknownComponent
 from prove_core.model import Example, from_json, read_jsonl, write_atomic
-from prove_core.reward.core import Reward, RewardResult, build_reward
+from prove_core.reward.core import Reward, RewardContext, RewardResult, Rollout, build_reward, check_scorable
 
 log = structlog.get_logger()
 
@@ -144,8 +144,9 @@ class Trainer(Protocol):
 # -- evaluation ----------------------------------------------------------------------------------------
 
 
-def summarize(results: Sequence[RewardResult]) -> dict[str, Any]:
-    """Mean total, best and per-component values (each over the rollouts it applies to)."""
+def summarize(results: Sequence[RewardResult], successes: Sequence[bool] | None = None) -> dict[str, Any]:
+    """Mean total, best and per-component values (each over the rollouts it applies to), and with
+    ``successes`` (one per result, see ``task_success``) the share of rollouts that did the task."""
     if not results:
         return {"rollouts": 0, "total": 0.0, "best": 0.0, "components": {}}
     names = list(results[0].scores)
@@ -154,8 +155,25 @@ def summarize(results: Sequence[RewardResult]) -> dict[str, Any]:
         values = [r.scores[name].value for r in results if r.scores[name].applies]
         if values:
             components[name] = statistics.fmean(values)
-    return {"rollouts": len(results), "total": statistics.fmean(r.total for r in results),
-            "best": statistics.fmean(r.best for r in results), "components": components}
+    out = {"rollouts": len(results), "total": statistics.fmean(r.total for r in results),
+           "best": statistics.fmean(r.best for r in results), "components": components}
+    if successes is not None:
+        out["success"] = statistics.fmean(1.0 if ok else 0.0 for ok in successes)
+    return out
+
+
+def task_success(reward: Reward, rollout: Rollout) -> bool:
+    """Did the rollout do its task, whatever the reward's preset: on a task that expects calls,
+    its calls leave the servers in the end state the ground truth leaves them in (the test
+    ``final_state`` makes: same tables, counters and clock); on a clarify/abstain task, it made
+    no call. On a task that only reads, any rollout that writes nothing reaches that state."""
+    if rollout.task.expected != "call":
+        return rollout.n_attempts == 0
+    context = RewardContext(reward.servers, rollout)
+    try:
+        return context.execution.end_state.same_as(context.ground_truth.end_state)
+    finally:
+        context.close()
 
 
 def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, environment: Callable[[Any], Environment],
@@ -177,14 +195,16 @@ def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, enviro
     else:
         played = [rollout(policy, e, environment(e.task), limits=limits, rollout_id=i) for e, i in zip(todo, ids)]
     results = [reward.score(p.rollout) for p in played]
+    successes = [task_success(reward, p.rollout) for p in played]
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w") as fh:
-            for p, r in zip(played, results):
-                fh.write(json.dumps({"id": p.rollout.id, "messages": p.messages, "reward": r.to_json()},
+            for p, r, ok in zip(played, results, successes):
+                fh.write(json.dumps({"id": p.rollout.id, "messages": p.messages, "reward": r.to_json(), "success": ok},
                                     ensure_ascii=False, default=str) + "\n")
-    summary = summarize(results)
-    summary["tasks"] = {e.id: summarize(results[k * samples:(k + 1) * samples]) for k, e in enumerate(examples)}
+    summary = summarize(results, successes)
+    summary["tasks"] = {e.id: summarize(results[k * samples:(k + 1) * samples], successes[k * samples:(k + 1) * samples])
+                        for k, e in enumerate(examples)}
     summary["seconds"] = round(time.perf_counter() - started, 2)
     return summary
 
@@ -196,7 +216,10 @@ def load_corpus(path: Path) -> list[Example]:
     if not path.is_file():
         raise ConfigError(f"$.train.corpus: {path} does not exist; run the 'synth' stage first "
                           "(stages = [\"synth\", \"train\"]) or point [train].corpus at a corpus")
-    return [from_json(record, Example) for record in read_jsonl(path)]
+    examples = [from_json(record, Example) for record in read_jsonl(path)]
+    for example in examples:  # a task the reward cannot score is refused before any training
+        check_scorable(example.task, task_id=example.id)
+    return examples
 
 
 def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[Example], list[Example]]:
@@ -264,6 +287,8 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     report = write_report(out_dir, metrics.records(), result, settings=settings, seconds=seconds)
     summary["report"] = str(report)
     if result.before is not None and result.after is not None:
+        success = (f"; task success {result.before['success']:.3f} -> {result.after['success']:.3f}"
+                   if "success" in result.before and "success" in result.after else "")
         echo(f"held-out mean reward: {result.before['total']:.3f} before GRPO -> {result.after['total']:.3f} after "
-             f"(best possible {result.after['best']:.3f}); report {report}")
+             f"(best possible {result.after['best']:.3f}){success}; report {report}")
     return summary

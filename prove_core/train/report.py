@@ -74,7 +74,11 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
 
 
 def _value(summary: dict[str, Any], name: str) -> float | None:
-    """``name``'s mean in an evaluation summary (``training.summarize``): the total or a component."""
+    """``name``'s mean in an evaluation summary (``training.summarize``): the total, the task
+    success rate (``success``, when the summary has it) or a component."""
+    if name == "success":
+        success: float | None = summary.get("success")
+        return success
     value: float | None = summary["total"] if name == "total" else summary["components"].get(name)
     return value
 
@@ -98,15 +102,19 @@ def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, 
         lines += ["## Held-out evaluation", "",
                   f"{b['rollouts']} held-out rollouts (tasks never trained on), mean reward per component "
                   "(each over the tasks it applies to)."
+                  + (" **Task success** is the share of rollouts that did the task, whatever the reward pays: "
+                     "the ground truth's end state reached (a clarify/abstain task: no call made)."
+                     if "success" in b and "success" in a else "")
                   + (f" The interval is a 95% paired bootstrap interval of the change over the "
                      f"{len(set(b['tasks']) & set(a['tasks']))} tasks: one that contains 0 is within the noise "
                      "of this many tasks." if paired else ""), "",
                   f"| | before GRPO | after GRPO | change |{' 95% interval |' if paired else ''}",
                   f"| --- | ---: | ---: | ---: |{' ---: |' if paired else ''}"]
-        for name in ["total", *sorted(set(b["components"]) | set(a["components"]))]:
+        success = ["success"] if "success" in b and "success" in a else []
+        for name in ["total", *success, *sorted(set(b["components"]) | set(a["components"]))]:
             x, y = _value(b, name), _value(a, name)
             change = f"{y - x:+.3f}" if x is not None and y is not None else ""
-            label = "**total**" if name == "total" else name
+            label = {"total": "**total**", "success": "**task success**"}.get(name, name)
             row = f"| {label} | {'' if x is None else f'{x:.3f}'} | {'' if y is None else f'{y:.3f}'} | {change} |"
             if paired:
                 interval = paired_interval(_pairs(b["tasks"], a["tasks"], name))

@@ -1,5 +1,6 @@
 """The core reward contract: rollouts, the combiner, registry lookup, config, the JSONL format."""
 
+import json
 import types
 
 import attrs
@@ -135,8 +136,13 @@ def test_alignment_uses_each_call_once():
                                             GroundTruthCall(id="b", tool="t", arguments={"x": 2}, depends_on=["a"])])
     calls = [ToolCall(id="1", name="t", arguments={"x": 2}), ToolCall(id="2", name="t", arguments={"x": 1})]
     alignment = align(task, calls)
-    # a takes the value match (position 1); b takes what is left, which is before a: out of order
-    assert alignment.position == {"a": 1, "b": 0} and alignment.ordered == {"a": True, "b": False}
+    # Coverage counts steps in order, not values: a takes call 0 and b call 1, both covered (the
+    # greedy matching gave a the value match, call 1, and left b the earlier call: out of order).
+    assert alignment.position == {"a": 0, "b": 1} and alignment.ordered == {"a": True, "b": True}
+    assert alignment.candidates == {"a": [0, 1], "b": [0, 1]}
+    # one call: covering a (no dependencies) beats matching b's values (b needs a before it)
+    one = align(task, calls[:1])
+    assert one.position == {"a": 0, "b": None} and one.matched == 1 and one.covered == 1
 
 
 # -- the rollout record format -------------------------------------------------------------------
@@ -201,6 +207,85 @@ def test_a_parse_failure_is_an_attempt():
 
 def test_a_task_on_an_unregistered_server_is_reported_not_raised(plugins):
     task = Task(servers=["no_such_server"], calls=[GroundTruthCall(id="a", tool="t")])
-    result = build_reward(None, plugins.registry).score(Rollout.from_calls(task, [("t", {})]))
+    paper = build_reward(RewardConfig(preset="paper"), plugins.registry)  # guarded: more components need servers
+    result = paper.score(Rollout.from_calls(task, [("t", {})]))
     assert "no server named 'no_such_server'" in result.scores["validity"].error
     assert result.scores["tool_name"].value == 1.0  # components that need no server still score
+
+
+# -- issue 16: content parts, degenerate tasks ------------------------------------------------------
+
+
+def test_assistant_prose_as_openai_content_parts_is_prose(plugins):
+    """A decline sent as content parts on an abstain task scores 1 (it used to be a parse failure
+    scoring 0, while evaluation read the same message as no call)."""
+    task = attrs.evolve(banking_transfer_task(), calls=[], expected="abstain")
+    decline = [{"type": "text", "text": "I can't move money with the tools I have."}]
+    record = {"id": "parts", "task": to_json(task), "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Move $25 to savings."}]},
+        {"role": "assistant", "content": decline}]}
+    rollout = rollout_from_record(record, parser=parser_for(plugins))
+    assert rollout.attempts == () and rollout.content == "I can't move money with the tools I have."
+    paper = build_reward(RewardConfig(preset="paper"), plugins.registry)
+    assert paper.score(rollout).total == 1.0
+    # text parts holding a raw tool call are parsed like a string, and parts beside tool_calls are the prose
+    find = banking_transfer_task().calls[0]
+    raw = f'<tool_call>{{"name": "find_customers", "arguments": {{"query": "{find.arguments["query"]}"}}}}</tool_call>'
+    record = {"id": "raw", "task": to_json(banking_transfer_task()), "messages": [
+        {"role": "assistant", "content": [{"type": "text", "text": raw}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Looking."}],
+         "tool_calls": [ToolCall(id="t", name="list_accounts", arguments={}).to_openai()]}]}
+    rollout = rollout_from_record(record, parser=parser_for(plugins))
+    assert [c.name for c in rollout.calls] == ["find_customers", "list_accounts"] and rollout.content == "Looking."
+    # content that is neither text nor parts is still a typed parse failure
+    odd = {"id": "odd", "task": to_json(banking_transfer_task()), "messages": [{"role": "assistant", "content": 42}]}
+    (failure,) = rollout_from_record(odd, parser=parser_for(plugins)).attempts
+    assert isinstance(failure, ParseFailure) and failure.kind == "not_a_call"
+
+
+def test_the_evaluation_policy_reads_content_parts_the_same_way():
+    from prove_plugins.models.clients import turn_from_message
+
+    turn = turn_from_message({"role": "assistant", "content": [{"type": "text", "text": "I can't do that."}]})
+    assert turn.attempts == () and turn.content == "I can't do that."
+    hermes = load_parser(Plugins().load(autoload=False).registry, "hermes")
+    raw = [{"type": "text", "text": '<tool_call>{"name": "x", "arguments": {}}</tool_call>'}]
+    assert [c.name for c in turn_from_message({"role": "assistant", "content": raw}, hermes).calls] == ["x"]
+
+
+def test_a_task_that_expects_calls_without_any_is_refused_with_its_id(plugins, tmp_path):
+    from prove_core.reward.core import DegenerateTaskError
+
+    degenerate = attrs.evolve(banking_transfer_task(), calls=[])  # expected stays "call"
+    record = {"id": "task-7", "task": to_json(degenerate), "completion": "I did it."}
+    with pytest.raises(DegenerateTaskError, match="task 'task-7' expects calls") as err:
+        rollout_from_record(record, parser=parser_for(plugins))
+    assert err.value.task_id == "task-7" and isinstance(err.value, ProveError)
+    with pytest.raises(DegenerateTaskError, match="'r'"):
+        Rollout.from_calls(degenerate, [("find_customers", {"query": "x"})], id="r")
+    # clarify / abstain tasks have no calls by design
+    Rollout.from_calls(attrs.evolve(degenerate, expected="abstain"), [])
+    # `prove reward` lists it as an invalid record, scores the rest, and changes nothing else
+    from prove_core.reward.report import score_rollouts
+
+    good = {"id": "ok", "task": to_json(banking_transfer_task()), "completion": "no calls"}
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (record, good)) + "\n")
+    report = score_rollouts(path, reward=build_reward(RewardConfig(preset="paper"), plugins.registry),
+                            registry=plugins.registry, out_dir=tmp_path / "out", plots=False, echo=lambda _: None)
+    assert report["rollouts"] == 1
+    (invalid,) = report["invalid"]
+    assert invalid["id"] == "task-7" and "no ground-truth calls" in invalid["error"]
+
+
+def test_a_training_corpus_with_a_degenerate_task_is_refused_at_load(tmp_path):
+    from prove_core.reward.core import DegenerateTaskError
+    from prove_core.train.core import load_corpus
+    from tests.support.reward_tasks import example_for
+
+    good = example_for(banking_transfer_task(), "good")
+    bad = attrs.evolve(example_for(banking_transfer_task(), "bad"), task=attrs.evolve(banking_transfer_task(), calls=[]))
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps(to_json(e)) for e in (good, bad)) + "\n")
+    with pytest.raises(DegenerateTaskError, match="'bad'"):
+        load_corpus(path)

@@ -1,5 +1,7 @@
 """The shared multi-turn rollout loop: live calls, tool messages, limits, reward-ready output."""
 
+import json
+
 from prove_core.env.rollout import PolicyTurn, RolloutLimits, ScriptedPolicy, rollout
 from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.model import ToolCall
@@ -96,3 +98,38 @@ def test_evaluation_batches_through_the_policys_own_capability_and_plays_the_res
     assert summary["rollouts"] == 2 and abs(summary["total"] - summary["best"]) < 1e-9
     plain = evaluate(ScriptedPolicy(oracle_turns(ex)), [ex], reward=reward, environment=Environments(registry))
     assert plain["rollouts"] == 1 and abs(plain["total"] - plain["best"]) < 1e-9
+
+
+def test_a_tool_that_was_not_offered_is_not_run_and_gets_unknown_tool():
+    """A hidden tool (the servers have it, the example does not offer it) is answered with the
+    typed UNKNOWN_TOOL error a nonexistent tool gets, without running, so the model never sees
+    its real result and the session is untouched; the reward fails the same call on tier 1."""
+    import attrs
+
+    ex = example()
+    world = env()
+
+    def writes(step):
+        sid = world.new_session()
+        before = world.state_hash(sid)
+        world.call(sid, step.tool, step.arguments)
+        return world.state_hash(sid) != before
+
+    first = next(step for step in ex.task.calls if writes(step))  # a write: running it would show
+    hidden = attrs.evolve(ex, tools=[t for t in ex.tools if t["function"]["name"] != first.tool])
+    call = ToolCall(id="h", name=first.tool, arguments=first.arguments)
+    played = rollout(ScriptedPolicy([PolicyTurn(attempts=[call]), PolicyTurn(content="sorry")]), hidden, world)
+    (reply,) = [m for m in played.messages if m["role"] == "tool"]
+    assert json.loads(reply["content"]) == {"code": "UNKNOWN_TOOL", "reason": "UNKNOWN_TOOL",
+                                            "message": f"no tool named {first.tool!r}",
+                                            "details": {"tool": first.tool}}
+    initial = world.state_hash(world.new_session())
+    assert played.final_state_hash == initial  # nothing ran
+    offered = {t["function"]["name"] for t in played.rollout.tools}
+    assert first.tool not in offered
+    result = build_reward(None, Plugins().load(autoload=False).registry).score(played.rollout)
+    assert result.scores["validity"].details["calls"][0]["failed_tier"] == 1
+    # the same call, offered, runs
+    ok = rollout(ScriptedPolicy([PolicyTurn(attempts=[call]), PolicyTurn(content="done")]), ex, world)
+    (reply,) = [m for m in ok.messages if m["role"] == "tool"]
+    assert '"code"' not in reply["content"] and ok.final_state_hash != initial

@@ -4,7 +4,7 @@ import time
 import pytest
 
 from prove_core.env.runtime import Environment, ServerRuntime
-from prove_core.errors import ResourceExhausted
+from prove_core.errors import NotFound, ResourceExhausted
 from tests.support.toy import server
 
 
@@ -116,19 +116,31 @@ def test_idle_sessions_expire():
     assert rt.evict_expired() == 1 and sid not in rt
 
 
-def test_session_bound_evicts_least_recently_used():
-    rt = ServerRuntime(server, max_sessions=3)
+def test_session_bound_evicts_least_recently_used_when_asked_to():
+    rt = ServerRuntime(server, max_sessions=3, evict_lru=True)
     ids = [rt.new_session() for _ in range(3)]
     rt.session(ids[0])  # touch: ids[1] is now the least recently used
     rt.new_session()
     assert len(rt) == 3 and ids[1] not in rt and ids[0] in rt
+    # the evicted id is not started again, on any path: reading it does not evict the next one
+    assert rt.call(ids[1], "list_wallets", {}).error["reason"] == "SESSION_EXPIRED"
+    with pytest.raises(NotFound) as err:
+        rt.state_hash(ids[1])
+    assert err.value.details == {"session_id": ids[1], "server": "wallet", "cause": "evicted"}
+    assert len(rt) == 3 and ids[0] in rt and ids[2] in rt
 
 
-def test_session_bound_can_refuse_instead():
-    rt = ServerRuntime(server, max_sessions=2, evict_lru=False)
-    rt.new_session(), rt.new_session()
+def test_session_bound_refuses_a_new_session_by_default():
+    rt = ServerRuntime(server, max_sessions=2)
+    kept = [rt.new_session(), rt.new_session()]
     with pytest.raises(ResourceExhausted):
         rt.new_session()
+    refused = rt.call("a-new-id", "list_wallets", {})
+    assert refused.code == "RESOURCE_EXHAUSTED" and refused.error["reason"] == "TOO_MANY_SESSIONS"
+    assert all(sid in rt for sid in kept) and "a-new-id" not in rt
+    rt.new_session(session_id=kept[0])  # starting a live id again replaces it: no room needed
+    rt.close(kept[1])
+    assert not rt.call("a-new-id", "list_wallets", {}).is_error  # room again
 
 
 def test_environment_prefixes_only_with_several_servers():
@@ -145,8 +157,30 @@ def test_environment_prefixes_only_with_several_servers():
     assert env.call(sid, "spend", {}).code == "UNKNOWN_TOOL"
 
 
-def test_an_expired_session_comes_back_fresh_and_sweeps_happen_without_pressure():
+def test_an_expired_session_is_a_typed_error_not_a_fresh_session():
     rt = ServerRuntime(server, ttl_s=0.5)  # long enough that a busy machine does not expire it early
+    sid = rt.new_session()
+    rt.call(sid, "spend", {"wallet_id": first_wallet(rt, sid)["id"], "amount": 1.0})
+    time.sleep(0.6)
+    expired = rt.call(sid, "list_wallets", {})
+    assert expired.code == "NOT_FOUND" and expired.error["reason"] == "SESSION_EXPIRED"
+    assert expired.error["details"] == {"session_id": sid, "server": "wallet", "cause": "expired"}
+    assert "0.5 s TTL" in expired.error["message"]
+    for read in (rt.state_hash, rt.state, rt.fork, rt.reset):  # no read starts it again either
+        with pytest.raises(NotFound):
+            read(sid)
+    assert sid not in rt and rt.gone(sid) == "expired"
+    never_seen = rt.call("never-seen", "list_wallets", {})  # a new id is no loss: a fresh session
+    assert not never_seen.is_error and "never-seen" in rt and rt.gone("never-seen") is None
+    with pytest.raises(NotFound) as err:
+        rt.session("another-new-id", create=False)
+    assert err.value.reason == "UNKNOWN_SESSION" and "another-new-id" not in rt
+    rt.new_session(session_id=sid)  # an explicit start makes the id usable again, from the seed
+    assert not rt.call(sid, "list_wallets", {}).is_error and rt.gone(sid) is None
+
+
+def test_an_expired_session_restarts_from_the_seed_when_asked_to_and_sweeps_happen_without_pressure():
+    rt = ServerRuntime(server, ttl_s=0.5, recreate_expired=True)
     sid = rt.new_session()
     seed_hash = rt.state_hash(sid)
     rt.call(sid, "spend", {"wallet_id": first_wallet(rt, sid)["id"], "amount": 1.0})
@@ -157,6 +191,40 @@ def test_an_expired_session_comes_back_fresh_and_sweeps_happen_without_pressure(
     time.sleep(0.6)
     rt.new_session()  # creating a session sweeps expired ones even far below max_sessions
     assert not any(o in rt for o in others)
+
+
+def test_closing_a_session_forgets_its_id_and_the_memory_of_ended_ids_is_bounded(monkeypatch):
+    from prove_core.env import runtime
+
+    monkeypatch.setattr(runtime, "GONE_IDS_KEPT", 3)
+    rt = ServerRuntime(server, max_sessions=1, evict_lru=True)
+    ids = ["a", "b", "c", "d", "x" * 10_000]
+    for sid in ids:
+        rt.new_session(session_id=sid)
+    assert [rt.gone(sid) for sid in ids] == [None, "evicted", "evicted", "evicted", None]  # "a" dropped: oldest
+    assert max(len(key) for key in rt._gone) < 80  # a long id is remembered by its digest
+    rt.close("c")
+    assert rt.gone("c") is None and not rt.call("c", "list_wallets", {}).is_error
+
+
+@pytest.mark.parametrize("settings", [{"ttl_s": 0}, {"ttl_s": -1}, {"ttl_s": float("nan")}, {"ttl_s": float("inf")},
+                                      {"max_sessions": 0}, {"max_sessions": -3}, {"max_sessions": 1.5},
+                                      {"call_timeout_s": 0}, {"call_timeout_s": float("inf")}])
+def test_session_settings_that_cannot_work_are_refused(settings):
+    with pytest.raises(ValueError):
+        ServerRuntime(server, **settings)
+
+
+def test_environment_refuses_tools_whose_prefixed_names_collide():
+    from prove_core.env.runtime import ToolNameCollision, published_names
+
+    a, a_b = copy.copy(server), copy.copy(server)
+    a.name, a_b.name = "a", "a_b"
+    a.tools = {"b_c": server.tools["spend"]}
+    a_b.tools = {"c": server.tools["spend"]}
+    with pytest.raises(ToolNameCollision, match=r"tools a\.b_c and a_b\.c would both be published as 'a_b_c'"):
+        Environment([ServerRuntime(a), ServerRuntime(a_b)])
+    assert published_names([("a", "b_c"), ("a_b", "c")], prefixed=False) == {"b_c": ("a", "b_c"), "c": ("a_b", "c")}
 
 
 def test_a_call_past_its_deadline_is_typed_and_changes_nothing():

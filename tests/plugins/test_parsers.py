@@ -183,3 +183,42 @@ def test_parsers_never_raise(parser_cls, text):
             assert isinstance(attempt.name, str) and attempt.name and isinstance(attempt.arguments, dict)
         else:
             assert isinstance(attempt, ParseFailure) and attempt.kind and attempt.message
+
+
+# -- issue 16: content parts, and the leniencies docs/reward.md documents ------------------------------
+
+
+def test_message_text_reads_strings_and_openai_content_parts():
+    from prove_core.reward.parsing import message_text
+
+    parts = [{"type": "text", "text": "I can't move money"}, {"type": "image_url", "image_url": {"url": "x"}},
+             {"type": "refusal", "refusal": "with these tools."}, "Sorry."]
+    assert message_text(parts) == "I can't move money\nwith these tools.\nSorry."
+    assert message_text("plain") == "plain" and message_text(None) == "" and message_text([]) == ""
+    assert message_text(3) is None and message_text({"text": "x"}) is None
+
+
+def test_openai_reads_content_parts_and_a_message_without_calls_as_prose():
+    parts = [{"type": "text", "text": "I can't do that."}]
+    talk = OpenAI().parse(json.dumps({"role": "assistant", "content": parts}))
+    assert talk.attempts == () and talk.content == "I can't do that."
+    both = OpenAI().parse(json.dumps({"role": "assistant", "content": parts, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "x", "arguments": "{}"}}]}))
+    assert [c.name for c in both.calls] == ["x"] and both.content == "I can't do that."
+
+
+def test_documented_leniencies():
+    """docs/reward.md, "Choices the reward makes": each one is deliberate."""
+    # whitespace around a tool name is dropped
+    (call,) = Hermes().parse('<tool_call>{"name": " get_balance\\n", "arguments": {"account_id": "a"}}</tool_call>').calls
+    assert call.name == "get_balance"
+    # `parameters` is accepted for `arguments` by every JSON format, not only Llama 3's
+    (call,) = Hermes().parse('<tool_call>{"name": "get_balance", "parameters": {"account_id": "a"}}</tool_call>').calls
+    assert call.arguments == {"account_id": "a"}
+    # a stray end-of-turn token inside or after the block is ignored
+    turn = Hermes().parse('<tool_call>{"name": "get_balance", "arguments": {}}<|im_end|></tool_call><|im_end|>')
+    assert [c.name for c in turn.calls] == ["get_balance"] and not turn.failures and turn.content == ""
+    # the OpenAI tool_calls decoder reads `arguments` only (that format has no `parameters`); a
+    # missing `arguments` is an empty object, not a failure
+    (call,) = OpenAI().parse('[{"function": {"name": "x", "parameters": "{\\"a\\": 1}"}}]').attempts
+    assert isinstance(call, ToolCall) and call.arguments == {}

@@ -60,7 +60,9 @@ def rollouts(tmp_path_factory):
 
 def test_prove_reward_scores_hand_written_rollouts(rollouts, tmp_path):
     out = tmp_path / "report"
-    proc = prove("reward", str(rollouts), "--out", str(out))
+    config = tmp_path / "paper.toml"  # the paper's numbers; the default preset (guarded) adds terms
+    config.write_text('[[servers]]\nname = "banking"\n[[servers]]\nname = "shopping"\n[reward]\npreset = "paper"\n')
+    proc = prove("reward", str(rollouts), "--out", str(out), "--config", str(config))
     assert proc.returncode == 0, proc.stderr
     assert "8 rollouts scored" in proc.stdout
     for name in ("validity", "coverage", "efficiency", "tool_name", "arguments", "abstention"):

@@ -4,7 +4,7 @@ import math
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from prove_core.config import RewardComponentConfig, RewardConfig
@@ -48,8 +48,8 @@ def test_ground_truth_scores_the_maximum_on_every_component(full, make_task):
     assert result.total == pytest.approx(0.5 + 0.5 + 0.0 + 0.2 + 0.1 + 0.5)
 
 
-def test_paper_weights_are_the_defaults():
-    reward = build_reward(None, registry())
+def test_paper_weights_are_the_paper_presets():
+    reward = build_reward(RewardConfig(preset="paper"), registry())
     assert reward.weights == {"validity": 0.5, "coverage": 0.5, "efficiency": 0.15, "tool_name": 0.2,
                               "arguments": 0.1, "abstention": 1.0}
     efficiency = next(c.component for c in reward.components if c.name == "efficiency")
@@ -270,8 +270,8 @@ def test_abstention_is_rewarded_only_when_no_call_is_expected(full, expected):
 # -- final state -------------------------------------------------------------------------------------
 
 
-def test_final_state_is_off_by_default_and_explains_differences(full):
-    assert "final_state" not in build_reward(None, registry()).weights
+def test_final_state_is_not_in_the_paper_preset_and_explains_differences(full):
+    assert "final_state" not in build_reward(RewardConfig(preset="paper"), registry()).weights
     task = banking_transfer_task()
     find, accounts, transfer, receipt = gt_calls(task)
     double = full.score(Rollout.from_calls(task, [find, accounts, transfer, transfer, receipt]))
@@ -335,3 +335,128 @@ def test_every_component_stays_in_its_range_and_the_combiner_never_raises(full, 
     assert result.total <= result.best + 1e-12  # never above what the task allows
     # exactly one regime applies: abstention, or the call components
     assert result.scores["abstention"].applies == (rollout.task.expected != "call")
+
+
+# -- issue 16: optimal alignment, valid_only, tools not offered ---------------------------------------
+
+PAPER = build_reward(RewardConfig(preset="paper"), registry())
+
+
+def transfer_then_receipt():
+    """Two steps: the transfer, then its receipt (which depends on it)."""
+    task = banking_transfer_task()
+    transfer, receipt = task.calls[2], task.calls[3]
+    return attrs.evolve(task, calls=[attrs.evolve(transfer, depends_on=[]), receipt])
+
+
+def test_a_correct_retry_after_a_wrong_call_no_longer_lowers_the_total():
+    """The issue's 0.24: transfer 30 instead of 25, fetch the receipt, then retry the transfer
+    with 25. The greedy matching gave the transfer step the retry (all values right), after the
+    receipt, so the receipt lost its order: coverage 1/2, total 1.05 against 1.2875 without the
+    retry (-0.2375). The optimal matching keeps the first transfer: the retry costs nothing."""
+    task = transfer_then_receipt()
+    transfer, receipt = gt_calls(task)
+    wrong = (transfer[0], {**transfer[1], "amount": 30.0})
+    before = PAPER.score(Rollout.from_calls(task, [wrong, receipt]))
+    after = PAPER.score(Rollout.from_calls(task, [wrong, receipt, transfer]))
+    assert before.total == pytest.approx(0.5 + 0.5 + 0.2 + 0.1 * 0.875)
+    assert after.total == pytest.approx(before.total)
+    assert after.value("coverage") == 1.0 and after.value("validity") == 1.0
+    rows = {r["step"]: r for r in after.scores["coverage"].details["steps"]}
+    assert rows["transfer"]["call"] == 0 and rows["transfer"]["candidates"] == [0, 2]
+    assert rows["receipt"]["call"] == 1 and rows["receipt"]["covered"]
+
+
+def _task_calls(task):
+    """Calls for random rollouts on ``task``'s server: its ground truth, bent copies, other tools."""
+    tools = sorted(registry().load("servers", task.servers[0]).tools)
+    ids = sorted({v for c in task.calls for v in c.arguments.values() if isinstance(v, str)})
+    keys = sorted({k for c in task.calls for k in c.arguments})
+    values = st.one_of(st.sampled_from(ids), st.integers(0, 50), st.floats(1, 100).map(round), st.booleans())
+    bent = st.sampled_from(gt_calls(task)).flatmap(lambda c: st.dictionaries(st.sampled_from(keys), values, max_size=2)
+                                                   .map(lambda extra: (c[0], {**c[1], **extra})))
+    return st.one_of(st.sampled_from(gt_calls(task)), bent,
+                     st.tuples(st.sampled_from(tools), st.dictionaries(st.sampled_from(keys), values, max_size=3)))
+
+
+LIVE_TASKS = [banking_transfer_task(), shopping_checkout_task()]
+
+
+@st.composite
+def live_cases(draw):
+    full_task = draw(st.sampled_from(LIVE_TASKS))
+    keep = draw(st.integers(1, len(full_task.calls)))
+    task = attrs.evolve(full_task, calls=full_task.calls[:keep])  # a prefix keeps the dependencies valid
+    calls = draw(st.lists(_task_calls(full_task), max_size=budget(keep, 0.5) - 1))
+    return task, calls
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=live_cases(), data=st.data())
+def test_appending_a_ground_truth_step_never_lowers_coverage_or_the_paper_total(case, data):
+    """Append a call equal to a ground-truth step the rollout left unmatched: coverage never
+    falls; nor does the paper's total when the appended call passes validity and the rollout
+    stays within its budget (validity and efficiency judge the call itself). The tasks use one
+    tool per step; docs/reward.md gives the known limit with a tool repeated across steps."""
+    task, calls = case
+    before = PAPER.score(Rollout.from_calls(task, calls))
+    rows = before.scores["coverage"].details["steps"]
+    unmatched = [step for step, row in zip(task.calls, rows) if row["call"] is None]
+    assume(unmatched)
+    step = data.draw(st.sampled_from(unmatched))
+    after = PAPER.score(Rollout.from_calls(task, [*calls, (step.tool, dict(step.arguments))]))
+    assert after.value("coverage") >= before.value("coverage")
+    valid = after.scores["validity"].details["calls"][-1]["failed_tier"] is None
+    event(f"appended call valid: {valid}")
+    if valid:
+        assert after.total >= before.total - 1e-12, (before.to_json(), after.to_json())
+
+
+def test_valid_only_is_off_by_default_and_bit_for_bit_the_paper():
+    task = banking_transfer_task()
+    find, accounts, transfer, receipt = gt_calls(task)
+    failing = (transfer[0], {**transfer[1], "amount": 900_000.0})  # INSUFFICIENT_FUNDS: fails tier 3
+    rollout = Rollout.from_calls(task, [find, accounts, failing, receipt, ("get_balance", {})])
+    plain = reward_with("validity", "coverage", "tool_name", "arguments")
+    explicit = reward_with("validity", "coverage", "tool_name", "arguments",
+                           coverage={"valid_only": False}, tool_name={"valid_only": False})
+    a, b = plain.score(rollout), explicit.score(rollout)
+    assert a.total == b.total and {k: v.value for k, v in a.scores.items()} == {k: v.value for k, v in b.scores.items()}
+    # the paper credits the failed transfer: it matches the step, and names a ground-truth tool
+    assert a.value("coverage") == 1.0 and a.value("tool_name") == pytest.approx(4 / 5)
+
+
+def test_valid_only_gives_coverage_and_tool_name_credit_to_valid_calls_only():
+    task = banking_transfer_task()
+    find, accounts, transfer, receipt = gt_calls(task)
+    failing = (transfer[0], {**transfer[1], "amount": 900_000.0})
+    guarded = reward_with("validity", "coverage", "tool_name", coverage={"valid_only": True},
+                          tool_name={"valid_only": True})
+    result = guarded.score(Rollout.from_calls(task, [find, accounts, failing, receipt]))
+    # the transfer failed live, so its receipt failed too (NOT_FOUND): neither matches a step
+    assert result.value("coverage") == pytest.approx(2 / 4)
+    assert result.scores["coverage"].details["invalid_calls"] == [2, 3]
+    assert "failed validity" in result.scores["coverage"].explanation
+    assert result.value("tool_name") == pytest.approx(2 / 4)
+    assert result.scores["tool_name"].details["failed_validity"] == ["transfer_between_accounts", "get_transaction"]
+    # a valid retry takes the step: full coverage again, the failed attempt still earns no name credit
+    retried = guarded.score(Rollout.from_calls(task, [find, accounts, failing, transfer, receipt]))
+    assert retried.value("coverage") == 1.0 and retried.value("tool_name") == pytest.approx(4 / 5)
+    rows = {r["step"]: r for r in retried.scores["coverage"].details["steps"]}
+    assert rows["transfer"]["call"] == 3 and rows["transfer"]["candidates"] == [3]
+
+
+def test_a_tool_that_was_not_offered_fails_tier_one_and_is_not_run(full):
+    """Hidden tools: the servers have transfer_between_accounts, the model was not offered it.
+    The reward fails the call on tier 1 and never executes it (the end state is untouched), as
+    the rollout loop answers it with UNKNOWN_TOOL (tests/core/test_rollout.py)."""
+    task = banking_transfer_task()
+    find, accounts, transfer, receipt = gt_calls(task)
+    offered = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+               for name in ("find_customers", "list_accounts", "get_transaction")]
+    rollout = Rollout.from_calls(task, [find, accounts, transfer], tools=offered)
+    result = full.score(rollout)
+    row = result.scores["validity"].details["calls"][2]
+    assert row["failed_tier"] == 1 and row["reason"] == "no tool named 'transfer_between_accounts' was offered"
+    assert "banking.transactions" in result.scores["final_state"].details["tables"]  # the transfer never ran
+    assert result.scores["final_state"].details["tables"]["banking.transactions"]["missing"]

@@ -177,8 +177,13 @@ def test_a_fork_or_hash_taken_during_a_call_never_sees_its_half_applied_write():
     assert rt.state_hash(forked) == seed_hash and during == seed_hash
 
 
-def test_the_live_session_bound_holds_under_concurrent_load():
-    rt = ServerRuntime(faulty.server, max_sessions=40)
+@pytest.mark.parametrize(("options", "allowed"), [
+    ({}, {"TOO_MANY_SESSIONS"}),  # the default: a new session past the bound is refused
+    ({"evict_lru": True}, {"SESSION_EXPIRED"}),  # an evicted session's id is an error, never a fresh session
+    ({"evict_lru": True, "recreate_expired": True}, set()),  # the old behaviour, asked for
+], ids=["refuse", "evict", "evict-and-recreate"])
+def test_the_live_session_bound_holds_under_concurrent_load(options, allowed):
+    rt = ServerRuntime(faulty.server, max_sessions=40, **options)
     stop, peak, problems = threading.Event(), [0], []
 
     def watch():
@@ -190,7 +195,7 @@ def test_the_live_session_bound_holds_under_concurrent_load():
         for _ in range(300):
             tool, args = rng.choice([("balances", {}), ("move", {"amount": 1.0})])
             result = rt.call(f"s{rng.randrange(400)}", tool, args)
-            if result.is_error and result.error["reason"] != "INSUFFICIENT_FUNDS":
+            if result.is_error and result.error["reason"] not in {"INSUFFICIENT_FUNDS", *allowed}:
                 problems.append(result.error)
 
     watcher = threading.Thread(target=watch)

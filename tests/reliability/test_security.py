@@ -1,7 +1,8 @@
 """Security: session ids are unguessable; no session reaches another's state by id tricks (fast
 path, MCP, HTTP, mounted servers); the filesystem server's virtual tree cannot be escaped; HTTP
-binds 127.0.0.1 by default and enforces the bearer token on every request; no server evaluates
-its input.
+binds 127.0.0.1 by default, refuses DNS rebinding (a foreign Host or Origin, before the token) and
+enforces the bearer token on every request; no server evaluates its input. (The Host and Origin
+checks in depth: ``test_serving.py``.)
 
 The filesystem cases here are the ones tests/servers/test_filesystem.py does not already cover
 (``..``, absolute and foreign roots, NUL and control characters, backslashes, escaping and
@@ -407,6 +408,25 @@ def test_a_websocket_upgrade_without_the_token_is_refused(served_banking_shoppin
         sock.sendall(request)
         status_line = sock.recv(4096).split(b"\r\n", 1)[0]
     assert b" 101 " not in status_line  # never switched protocols
+
+
+def test_a_dns_rebinding_request_with_the_token_is_still_refused(served_banking_shopping):
+    """A page on a name that resolves to 127.0.0.1 cannot reach the server, token or not: its
+    requests carry that name as Host (and Origin); the write it tries never runs."""
+    served = served_banking_shopping
+    write = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "banking_set_card_frozen", "arguments": {"customer_id": "x", "card_id": "y", "frozen": True},
+        "_meta": {"session_id": "rebinding-probe"}}}).encode()
+    attacker = f"rebind.evil.example:{served.port}"
+    with httpx.Client(timeout=30) as http:
+        for headers in ({"Host": attacker, "Origin": f"http://{attacker}"}, {"Host": attacker},
+                        {"Host": f"127.0.0.1:{served.port}", "Origin": f"http://{attacker}"}):
+            response = http.post(served.url, content=write, headers={
+                **headers, **served.headers, "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream"})
+            assert response.status_code in (421, 403), (headers, response.status_code)
+            assert response.json()["reason"] in ("HOST_NOT_ALLOWED", "ORIGIN_NOT_ALLOWED")
+    assert served.alive()
 
 
 # -- no tool evaluates its input -----------------------------------------------------------------

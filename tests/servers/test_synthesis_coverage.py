@@ -6,6 +6,7 @@ and a hidden tool is always one the first request needs."""
 
 import random
 
+import attrs
 import pytest
 
 from prove_core.config import load_experiment
@@ -36,7 +37,10 @@ def test_synthesis_covers_at_least_90_percent_of_the_tools(server, plugins, tmp_
     scored = 0
     for record in read_jsonl(tmp_path / "cov" / "synth" / "corpus.jsonl"):
         example = from_json(record, Example)
-        result = reward.score(Rollout.ground_truth(example.task, tools=example.tools))
+        # the reference: its calls, and on a clarify/abstain task its written reply (honest_reply reads it)
+        reply = "\n".join(m.content for m in example.messages if m.role == "assistant" and m.content)
+        rollout = attrs.evolve(Rollout.ground_truth(example.task, tools=example.tools), content=reply)
+        result = reward.score(rollout)
         assert abs(result.total - result.best) < 1e-9, (example.id, result.to_json())
         scored += 1
     assert scored >= 150
