@@ -203,8 +203,6 @@ class Coverage:
         steps = rollout.task.calls
         if not _expects_call(rollout):
             return Score.not_applicable(NOT_EXPECTED)
-        if not steps:
-            return Score.not_applicable("the task has no ground-truth calls")
         alignment = valid_alignment(context) if self.config.valid_only else context.alignment
         rows, notes = [], []
         for step in steps:
@@ -266,8 +264,6 @@ class Efficiency:
         n_gt = len(rollout.task.calls)
         if not _expects_call(rollout):
             return Score.not_applicable(NOT_EXPECTED)
-        if n_gt == 0:
-            return Score.not_applicable("the task has no ground-truth calls, so no budget")
         b = budget(n_gt, self.config.beta)
         n = rollout.n_attempts
         excess = max(0, n - b)
@@ -367,8 +363,6 @@ class Arguments:
         task = rollout.task
         if not _expects_call(rollout):
             return Score.not_applicable(NOT_EXPECTED)
-        if not task.calls:
-            return Score.not_applicable("the task has no ground-truth calls")
         pairs = context.alignment.pairs(task, rollout)
         if not pairs:
             return Score(value=0.0, explanation="no call aligned with a ground-truth step", details={"pairs": []})
@@ -480,8 +474,6 @@ class FinalState:
         text = ("end state differs from the ground truth's: "
                 + (_listing(parts) if parts else "tables equal, counters or clock differ") + note)
         return Score(value=value, explanation=text, details={**details, "tables": diff})
-
-
 
 
 # -- honest reply (not in the paper; the guarded preset) ------------------------------------------
@@ -606,7 +598,6 @@ class HonestReply:
 _WANTED = {"clarify": "ask for what is missing", "abstain": "decline"}
 
 
-
 # -- answers (not in the paper; the guarded preset) -----------------------------------------------
 
 
@@ -690,8 +681,6 @@ class Precision:
         task = rollout.task
         if not _expects_call(rollout):
             return Score.not_applicable(NOT_EXPECTED)
-        if not task.calls:
-            return Score.not_applicable("the task has no ground-truth calls")
         if not rollout.attempts:
             return Score(value=0.0, explanation="no call made", details={"unmatched": [], "extra_arguments": {}})
         schemas = context.tool_schemas()
@@ -715,6 +704,7 @@ class Precision:
         notes += [f"call {int(i) + 1} adds {', '.join(keys)}" for i, keys in extra.items()]
         text = f"precision {total / n:.3f} over {n} call(s)" + (f"; {'; '.join(notes)}" if notes else "")
         return Score(value=total / n, explanation=text, details={"unmatched": unmatched, "extra_arguments": extra})
+
 
 COMPONENTS = (Validity, Coverage, Efficiency, ToolName, Arguments, Abstention, FinalState, HonestReply, Answers, Precision)
 
