@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -162,6 +163,26 @@ def wait_for_port(port: int, proc: subprocess.Popen, stderr_path: Path, timeout:
                 raise RuntimeError(f"server exited: {stderr_path.read_text(errors='replace')[-2000:]}") from None
             time.sleep(0.05)
     raise RuntimeError(f"server did not open port {port} within {timeout} s")
+
+
+@contextlib.contextmanager
+def listening(argv: Sequence[str], port: int, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """``argv`` in a subprocess that listens on 127.0.0.1:``port``: yields the process and its
+    stderr file once the port accepts connections, and terminates it at the end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        stderr_path = Path(tmp) / "stderr.log"
+        with open(stderr_path, "wb") as stderr:
+            proc = subprocess.Popen(list(argv), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+            try:
+                wait_for_port(port, proc, stderr_path)
+                yield proc, stderr_path
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
 
 def server_errors(stderr: str) -> list[str]:

@@ -5,15 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_load import ROOT, Served, free_port, wait_for_port
+from benchmarks.bench_load import ROOT, Served, free_port, listening
 from prove_core.plugin.manager import Plugins
 
 # The faulty test server over streamable HTTP: the same `serve()` that `prove serve` calls, for a
@@ -43,23 +40,11 @@ def all_servers(registry):
 def serve_faulty(call_timeout: float) -> Iterator[dict]:
     """The faulty server on 127.0.0.1 with a bearer token; ``call_timeout`` 0 runs calls inline."""
     port, token = free_port(), secrets.token_urlsafe(16)
-    with tempfile.TemporaryDirectory() as tmp:
-        stderr_path = Path(tmp) / "stderr.log"
-        with open(stderr_path, "wb") as stderr:
-            env = {**os.environ, "PYTHONPATH": str(ROOT)}
-            proc = subprocess.Popen([sys.executable, "-c", FAULTY_CHILD, str(port), str(call_timeout), token],
-                                    env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
-            try:
-                wait_for_port(port, proc, stderr_path)
-                yield {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": f"Bearer {token}"},
-                       "proc": proc, "stderr": stderr_path}
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", FAULTY_CHILD, str(port), str(call_timeout), token]
+    with listening(argv, port, env) as (proc, stderr_path):
+        yield {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": f"Bearer {token}"},
+               "proc": proc, "stderr": stderr_path}
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +52,6 @@ def served_banking_shopping():
     """`prove serve banking shopping --transport http` with a bearer token, shared by the tests."""
     with Served(["banking", "shopping"]) as served:
         yield served
-
 
 
 class RawMcp:

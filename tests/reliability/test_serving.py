@@ -19,16 +19,14 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 from fastmcp import Client
 
-from benchmarks.bench_load import ROOT, free_port, server_errors, wait_for_port
+from benchmarks.bench_load import free_port, listening, server_errors
 from prove_core import __version__, cli
 from prove_core.env.runtime import ServerRuntime, ToolNameCollision
 from prove_core.env.serving import HostGuard, build_app, parse_mount, published_tools
@@ -49,23 +47,10 @@ def prove_serve(*args: str, token: str | None = None) -> Iterator[dict]:
     port = free_port()
     env = {**os.environ, "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop("PROVE_TOKEN", None)
-    with tempfile.TemporaryDirectory() as tmp:
-        stderr_path = Path(tmp) / "stderr.log"
-        with open(stderr_path, "wb") as stderr:
-            argv = [sys.executable, "-m", "prove_core", "serve", *args, "--transport", "http", "--port", str(port)]
-            proc = subprocess.Popen([*argv, *(["--token", token] if token else [])], env=env, cwd=ROOT,
-                                    stdout=subprocess.DEVNULL, stderr=stderr)
-            try:
-                wait_for_port(port, proc, stderr_path)
-                yield {"port": port, "url": f"http://127.0.0.1:{port}/mcp", "base": f"http://127.0.0.1:{port}",
-                       "token": token, "stderr": lambda: stderr_path.read_text(errors="replace"), "proc": proc}
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+    argv = [sys.executable, "-m", "prove_core", "serve", *args, "--transport", "http", "--port", str(port)]
+    with listening([*argv, *(["--token", token] if token else [])], port, env) as (proc, stderr_path):
+        yield {"port": port, "url": f"http://127.0.0.1:{port}/mcp", "base": f"http://127.0.0.1:{port}",
+               "token": token, "stderr": lambda: stderr_path.read_text(errors="replace"), "proc": proc}
 
 
 def post(url: str, host: str | None = None, origin: str | None = None, token: str | None = None,
