@@ -28,6 +28,17 @@ NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores
 SHOWN = 8  # items listed in an explanation; details hold all of them
 
 
+class UnitComponent:
+    """What the bundled components share: the options they were built with (``config``) and a
+    value range of [0, 1] (Efficiency, the one penalty, overrides it)."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    def range(self) -> tuple[float, float]:
+        return (0.0, 1.0)
+
+
 def _expects_call(rollout: Rollout) -> bool:
     return rollout.task.expected == "call"
 
@@ -94,7 +105,7 @@ class ValidityConfig:
     live: bool = True  # tier 3: run the calls on a fork of the task's initial state
 
 
-class Validity:
+class Validity(UnitComponent):
     """Three equal tiers per call, averaged: tool exists, arguments well-typed, live call succeeds."""
 
     name = "validity"
@@ -102,11 +113,8 @@ class Validity:
     default_weight = 0.5
 
     def __init__(self, config: ValidityConfig) -> None:
-        self.config = config
+        super().__init__(config)
         self.tiers = 3 if config.live else 2
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         if not _expects_call(rollout):
@@ -181,7 +189,7 @@ def valid_alignment(context: RewardContext) -> Alignment:
     return alignment
 
 
-class Coverage:
+class Coverage(UnitComponent):
     """Fraction of ground-truth steps matched (same tool, all their argument keys) by a call
     placed after the calls matched to every step they depend on. The matching is the optimal
     one (``prove_core.reward.core.align``): most covered steps, then most matched steps, then
@@ -192,12 +200,6 @@ class Coverage:
     name = "coverage"
     Config = CoverageConfig
     default_weight = 0.5
-
-    def __init__(self, config: CoverageConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         steps = rollout.task.calls
@@ -246,16 +248,13 @@ def budget(n_ground_truth: int, beta: float) -> int:
     return n_ground_truth + math.ceil(Fraction(repr(beta)) * n_ground_truth)
 
 
-class Efficiency:
+class Efficiency(UnitComponent):
     """-alpha * max(0, n - B) / B with budget B = n_gt + ceil(beta * n_gt); every attempted call
     counts (parallel calls and unparsable ones too). Within budget: 0."""
 
     name = "efficiency"
     Config = EfficiencyConfig
     default_weight = 0.15
-
-    def __init__(self, config: EfficiencyConfig) -> None:
-        self.config = config
 
     def range(self) -> tuple[float, float]:
         return (self.config.floor if self.config.floor is not None else -math.inf, 0.0)
@@ -284,7 +283,7 @@ class ToolNameConfig:
     valid_only: bool = False  # a call earns credit only if it also passed all three validity tiers
 
 
-class ToolName:
+class ToolName(UnitComponent):
     """Fraction of the model's calls whose tool appears in the ground truth (an unparsable call
     names no tool, so it counts as a miss). ``valid_only``: a call that failed a validity tier
     is a miss too."""
@@ -292,12 +291,6 @@ class ToolName:
     name = "tool_name"
     Config = ToolNameConfig
     default_weight = 0.2
-
-    def __init__(self, config: ToolNameConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         if not _expects_call(rollout):
@@ -341,18 +334,12 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-class Arguments:
+class Arguments(UnitComponent):
     """Mean fraction of exactly matching argument values over the call pairs aligned by coverage."""
 
     name = "arguments"
     Config = ArgumentsConfig
     default_weight = 0.1
-
-    def __init__(self, config: ArgumentsConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def _equal(self, a: Any, b: Any) -> bool:
         if self.config.normalize_strings:
@@ -388,18 +375,12 @@ class AbstentionConfig:
     pass
 
 
-class Abstention:
+class Abstention(UnitComponent):
     """On a task that expects no call (clarify or abstain): 1 for zero calls, else 0."""
 
     name = "abstention"
     Config = AbstentionConfig
     default_weight = 1.0
-
-    def __init__(self, config: AbstentionConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         if _expects_call(rollout):
@@ -434,7 +415,7 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or a == b
 
 
-class FinalState:
+class FinalState(UnitComponent):
     """1 when the rollout leaves the servers in the state the ground truth leaves them in (equal
     state hashes: same tables, counters and clock), else 0; the explanation lists the differing
     records per table. The ground truth is replayed once per task on its own fork."""
@@ -442,12 +423,6 @@ class FinalState:
     name = "final_state"
     Config = FinalStateConfig
     default_weight = 0.5
-
-    def __init__(self, config: FinalStateConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         if not _expects_call(rollout):
@@ -552,7 +527,7 @@ class HonestReplyConfig:
     partial_credit: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
 
 
-class HonestReply:
+class HonestReply(UnitComponent):
     """On a task that expects no call (clarify or abstain), do the assistant's words match that
     behaviour? 1 when the reply asks for what is missing (clarify) or declines / states what it
     cannot do (abstain) and claims nothing was done; ``partial_credit`` for the other honest
@@ -563,12 +538,6 @@ class HonestReply:
     name = "honest_reply"
     Config = HonestReplyConfig
     default_weight = 0.5
-
-    def __init__(self, config: HonestReplyConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         expected = rollout.task.expected
@@ -606,7 +575,7 @@ class AnswersConfig:
     pass
 
 
-class Answers:
+class Answers(UnitComponent):
     """The outcome of the reads, as final_state is the outcome of the writes: the share of the
     ground truth's read-only steps (tools annotated ``read_only``) whose result the rollout
     obtained — some call of the same tool that succeeded and returned exactly the data the step
@@ -617,12 +586,6 @@ class Answers:
     name = "answers"
     Config = AnswersConfig
     default_weight = 0.3
-
-    def __init__(self, config: AnswersConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         task = rollout.task
@@ -660,7 +623,7 @@ class PrecisionConfig:
     pass
 
 
-class Precision:
+class Precision(UnitComponent):
     """The share of what the rollout sent that the ground truth asked for: each attempt counts 1
     when the coverage alignment matched it to a ground-truth step and it carries no argument the
     step does not (an argument equal to its schema's ``default`` is not counted), the share of
@@ -670,12 +633,6 @@ class Precision:
     name = "precision"
     Config = PrecisionConfig
     default_weight = 0.2
-
-    def __init__(self, config: PrecisionConfig) -> None:
-        self.config = config
-
-    def range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
 
     def score(self, rollout: Rollout, context: RewardContext) -> Score:
         task = rollout.task
