@@ -146,17 +146,24 @@ def test_the_alignment_is_the_brute_force_optimum(always_prune, case):
             alignment.position[d] is not None and alignment.position[d] < pos for d in step.depends_on))
 
 
+def with_a_copy_of_an_unmatched_step(task, calls, alignment, data):
+    """``calls`` and then an exact copy of a ground-truth step ``alignment`` left unmatched
+    (``None`` when every step is matched: nothing to append)."""
+    unmatched = [s for s in task.calls if alignment.position[s.id] is None]
+    if not unmatched:
+        return None
+    step = data.draw(st.sampled_from(unmatched))
+    return [*calls, ToolCall(id="retry", name=step.tool, arguments=dict(step.arguments))]
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases(), data=st.data())
 def test_appending_a_copy_of_an_unmatched_step_never_lowers_coverage(case, data):
     task, calls = case
     before = align(task, calls)
-    unmatched = [s for s in task.calls if before.position[s.id] is None]
-    if not unmatched:
-        return
-    step = data.draw(st.sampled_from(unmatched))
-    after = align(task, [*calls, ToolCall(id="retry", name=step.tool, arguments=dict(step.arguments))])
-    assert after.covered >= before.covered
+    more = with_a_copy_of_an_unmatched_step(task, calls, before, data)
+    if more is not None:
+        assert align(task, more).covered >= before.covered
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,12 +173,9 @@ def test_with_one_step_per_tool_the_copy_never_lowers_the_alignments_part_of_the
     appended call itself: see test_reward_components for the whole total, live)."""
     task, calls = case
     before = align(task, calls)
-    unmatched = [s for s in task.calls if before.position[s.id] is None]
-    if not unmatched:
-        return
-    step = data.draw(st.sampled_from(unmatched))
-    more = [*calls, ToolCall(id="retry", name=step.tool, arguments=dict(step.arguments))]
-    assert total_part(task, more, align(task, more)) >= total_part(task, calls, before)
+    more = with_a_copy_of_an_unmatched_step(task, calls, before, data)
+    if more is not None:
+        assert total_part(task, more, align(task, more)) >= total_part(task, calls, before)
 
 
 def test_known_limit_with_a_tool_repeated_across_steps():
