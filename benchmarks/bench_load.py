@@ -9,7 +9,11 @@
    equal the one the served process reports through its session control API
    (``SessionClient.state``: ``GET /sessions/{id}/state``, beside ``/mcp``, under the same token).
 2. **Threads**: the same check on the fast path, with threads sharing one ``Environment``.
-3. **Soak**: rounds of fresh sessions that write and then expire (``--ttl``; the served process
+3. **Behind the proxy** (``--workers N``): ``prove serve --workers N``'s deployment, N processes
+   behind nginx (``prove_core.env.fleet``), with ``--proxy-sessions`` concurrent sessions as raw
+   HTTP requests carrying ``X-Prove-Session``; the same replay check, end states read through the
+   proxy, and each session found live on exactly one process.
+4. **Soak**: rounds of fresh sessions that write and then expire (``--ttl``; the served process
    also with a ``--max-sessions`` bound of half a round and ``--evict-lru``), in the served process and in this one;
    RSS after each round, flat once the warm-up half is over.
 
@@ -20,6 +24,7 @@ on any mismatch, unhandled error, session bound exceeded or memory growth past `
     python benchmarks/bench_load.py                       # 256 sessions, 20 s, every server
     python benchmarks/bench_load.py --sessions 2000 --duration 60
     python benchmarks/bench_load.py --servers banking     # one server, no mounting
+    python benchmarks/bench_load.py --workers 2 --skip mcp threads soak   # the nginx deployment only
     python benchmarks/bench_load.py --quick               # a smoke run
 """
 
@@ -249,6 +254,13 @@ class Run:
     def calls(self) -> int:
         return sum(len(log) for log in self.logs.values())
 
+    def record(self, sid: str, move: Move, is_error: bool, structured: Any) -> None:
+        """Log one call's outcome for the replay (and note it when it is not a result or a typed error)."""
+        problem = unhandled_result(move.tool, is_error, structured)
+        if problem:
+            self.unhandled.append(f"{sid} {problem}")
+        self.logs.setdefault(sid, []).append((move.tool, move.args, is_error, structured))
+
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies) or [0.0]
         records = [r for log in self.logs.values() for r in log]
@@ -307,11 +319,7 @@ async def drive_mcp(served: Served, pool: dict[str, list[Move]], *, sessions: in
                         run.unhandled.append(f"{sid} {move.tool}: {type(exc).__name__}: {exc}")
                         return
                     run.latencies.append(time.perf_counter() - t0)
-                is_error, structured = bool(result.is_error), result.structured_content
-                problem = unhandled_result(move.tool, is_error, structured)
-                if problem:
-                    run.unhandled.append(f"{sid} {problem}")
-                log.append((move.tool, move.args, is_error, structured))
+                run.record(sid, move, bool(result.is_error), result.structured_content)
 
         await asyncio.gather(*(session(i) for i in range(sessions)))
         run.seconds = time.perf_counter() - started
@@ -457,6 +465,106 @@ def thread_load(servers: Sequence[str], *, sessions: int, threads: int = 8, dura
     return report
 
 
+# -- behind the proxy ----------------------------------------------------------------------------
+
+MCP_VERSION = "2026-07-28"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+async def drive_http(url: str, token: str, pool: dict[str, list[Move]], *, sessions: int, connections: int = 8,
+                     duration: float = 20.0, max_calls: int | None = None, seed: int = 0,
+                     prefix: str | None = None) -> Run:
+    """``sessions`` concurrent sessions as raw streamable-HTTP ``tools/call`` requests (the 2026
+    era), each carrying its session id in the ``X-Prove-Session`` header (what a proxy routes by)
+    and in ``_meta.session_id``, over at most ``connections`` keep-alive connections."""
+    import httpx
+
+    run = Run()
+    prefix = prefix or f"proxy-{secrets.token_hex(4)}"
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    base = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream",
+            "content-type": "application/json", "mcp-protocol-version": MCP_VERSION, "mcp-method": "tools/call"}
+    async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+        started = time.perf_counter()
+        deadline = started + duration
+
+        async def session(index: int) -> None:
+            sid = f"{prefix}-{index:05d}"
+            log = run.logs.setdefault(sid, [])
+            for n, move in enumerate(script(pool, index, seed=seed)):
+                if time.perf_counter() >= deadline or (max_calls is not None and len(log) >= max_calls):
+                    return
+                body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                        "params": {"name": move.tool, "arguments": move.args, "_meta": {**ENVELOPE, "session_id": sid}}}
+                t0 = time.perf_counter()
+                try:
+                    response = await client.post(url, json=body, headers={**base, "mcp-name": move.tool,
+                                                                           "x-prove-session": sid})
+                    result = response.json()["result"]
+                except Exception as exc:  # noqa: BLE001 - counted; the outcome of this call is unknown
+                    run.unhandled.append(f"{sid} {move.tool}: {type(exc).__name__}: {exc}")
+                    return
+                run.latencies.append(time.perf_counter() - t0)
+                run.record(sid, move, bool(result.get("isError")), result.get("structuredContent"))
+
+        await asyncio.gather(*(session(i) for i in range(sessions)))
+        run.seconds = time.perf_counter() - started
+    return run
+
+
+def proxy_load(servers: Sequence[str], *, workers: int, sessions: int, duration: float = 20.0,
+               max_calls: int | None = None, connections: int = 8, seed: int = 0,
+               serve_args: Sequence[str] = ()) -> dict[str, Any]:
+    """The scale-out deployment under load: ``workers`` ``prove serve`` processes behind nginx
+    (``prove_core.env.fleet``, as ``prove serve --workers`` runs it), ``sessions`` concurrent
+    sessions through the proxy, then the replay check (end states read through the proxy's
+    control API) and where the sessions lived (each backend's own count: every session on
+    exactly one process)."""
+    from prove_core.env.fleet import Fleet
+
+    pool = moves(environment(servers, seed))
+    token = secrets.token_urlsafe(16)
+    env = {"PROVE_DISABLE_PLUGIN_AUTOLOAD": "1", "PROVE_TOKEN": token,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    port = free_port()
+    with Fleet([*servers, "--seed", str(seed), *serve_args], workers=workers, port=port, env=env) as fleet:
+        loaded = asyncio.run(drive_http(fleet.url, token, pool, sessions=sessions, connections=connections,
+                                        duration=duration, max_calls=max_calls, seed=seed))
+        control = SessionClient(f"http://127.0.0.1:{port}", token=token)
+        hashes: dict[str, dict[str, str]] = {server: {} for server in servers}
+        for sid in loaded.logs:
+            try:
+                state = control.state(sid)
+            except SessionNotFound:
+                continue
+            for server, part in state["servers"].items():
+                if part["live"]:
+                    hashes[server][sid] = part["state_hash"]
+        control.close_connection()
+        homes: dict[str, list[int]] = {sid: [] for sid in loaded.logs}  # backends holding each session
+        for i, (backend_port, _) in enumerate(fleet.backends):
+            direct = SessionClient(f"http://127.0.0.1:{backend_port}", token=token)
+            for sid in loaded.logs:
+                try:
+                    state = direct.state(sid)
+                except SessionNotFound:
+                    continue
+                if any(part["live"] for part in state["servers"].values()):
+                    homes[sid].append(i)
+            direct.close_connection()
+        problem = fleet.dead()
+        logs = [path.read_text(errors="replace") for path in sorted(fleet.workdir.glob("backend-*.log"))]
+    errors = [line for log in logs for line in server_errors(log)] + ([problem] if problem else [])
+    mismatches = replay_check(servers, loaded.logs, hashes, seed=seed)
+    split = sorted(sid for sid, where in homes.items() if len(where) > 1)
+    mismatches += [f"{sid}: live on backends {homes[sid]} (a session must live on one process)" for sid in split]
+    per_backend = [sum(where == [i] for where in homes.values()) for i in range(workers)]
+    return {"load": loaded.summary(), "workers": workers, "mismatches": len(mismatches),
+            "mismatch_examples": mismatches[:5], "sessions_per_backend": per_backend,
+            "unhandled": len(loaded.unhandled) + len(errors), "unhandled_examples": (loaded.unhandled + errors)[:5],
+            "end_states_read": sum(len(h) for h in hashes.values())}
+
+
 # -- soak ----------------------------------------------------------------------------------------
 
 
@@ -535,6 +643,10 @@ def main() -> None:
     parser.add_argument("--baseline-calls", type=int, default=300, help="calls of the one-session baseline")
     parser.add_argument("--call-timeout", type=float, default=None,
                         help="prove serve --call-timeout (default: its own, 30 s; 0 runs calls inline)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="also run the proxy phase: this many prove serve processes behind nginx (prove serve "
+                             "--workers), the sessions through the proxy")
+    parser.add_argument("--proxy-sessions", type=int, default=512, help="concurrent sessions of the proxy phase")
     parser.add_argument("--skip", nargs="*", default=[], choices=["mcp", "threads", "soak"], help="phases to leave out")
     parser.add_argument("--soak-rounds", type=int, default=10)
     parser.add_argument("--soak-sessions", type=int, default=256)
@@ -553,6 +665,10 @@ def main() -> None:
         results["mcp"] = mcp_load(servers, sessions=ns.sessions, clients=ns.clients, duration=ns.duration,
                                   baseline_calls=ns.baseline_calls, serve_args=serve_args)
         report_mcp(results["mcp"], ns.clients, len(servers))
+    if ns.workers:
+        results["proxy"] = proxy_load(servers, workers=ns.workers, sessions=ns.proxy_sessions, duration=ns.duration,
+                                      serve_args=serve_args)
+        report_proxy(results["proxy"], len(servers))
     if "threads" not in ns.skip:
         results["threads"] = thread_load(servers, sessions=ns.sessions, threads=ns.threads, duration=ns.duration,
                                          baseline=True)
@@ -564,7 +680,7 @@ def main() -> None:
             report_soak(label, results[key], ns.max_growth)
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=2))
-    failed = [name for name in ("mcp", "threads", "soak_mcp")
+    failed = [name for name in ("mcp", "proxy", "threads", "soak_mcp")
               if name in results and (results[name].get("mismatches") or results[name].get("unhandled"))]
     failed += [name for name in ("soak_mcp", "soak_local")
                if name in results and growth(results[name]["rss_mib"]) > ns.max_growth]
@@ -589,6 +705,15 @@ def report_mcp(mcp: dict[str, Any], clients: int, servers: int) -> None:
     if mcp.get("client_teardown_errors"):
         print(f"  note         {mcp['client_teardown_errors']} errors closing clients after their last call: "
               f"{mcp['teardown_examples'][0]}")
+
+
+def report_proxy(proxy: dict[str, Any], servers: int) -> None:
+    load = proxy["load"]
+    print(f"behind nginx   {load['sessions']} sessions, {proxy['workers']} prove serve processes, {servers} servers: "
+          f"{load['calls']:,} calls in {load['seconds']} s = {load['calls_per_s']:,} calls/s, p50 {load['p50_ms']} ms, "
+          f"p99 {load['p99_ms']} ms; sessions per process {proxy['sessions_per_backend']}")
+    print(f"  check        {proxy['mismatches']} mismatches, {proxy['unhandled']} unhandled errors (replayed call by call, "
+          f"{proxy['end_states_read']:,} end states read through the proxy)", flush=True)
 
 
 def report_threads(threads: dict[str, Any], count: int) -> None:

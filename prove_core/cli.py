@@ -169,10 +169,17 @@ def servers_call(name: str, tool: str, args_json: str, seed: int) -> None:
                    "(its state is lost without a word).")
 @click.option("--call-timeout", default=30.0, show_default=True, type=float,
               help="Seconds a tool call may run; past it the call gets DEADLINE_EXCEEDED and changes nothing (0: no limit).")
+@click.option("--plain-http", is_flag=True,
+              help="HTTP: every request through fastmcp's own pipeline with SSE replies (no JSON replies, no "
+                   "tools/call fast lane): the speed baseline, or to rule the fast lane out.")
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="HTTP: run this many prove serve processes behind nginx (which must be installed), each "
+                   "session pinned to one process by its X-Prove-Session header (docs/serving.md).")
 @click.pass_context
 def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: str, port: int, seed: int,
               token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...], ttl: float,
-              max_sessions: int, evict_lru: bool, recreate_expired: bool, call_timeout: float) -> None:
+              max_sessions: int, evict_lru: bool, recreate_expired: bool, call_timeout: float, plain_http: bool,
+              workers: int) -> None:
     """Serve one or more servers over MCP. Several are mounted with <server>_ prefixes;
     SERVER:TOOL,TOOL publishes only those tools of SERVER.
 
@@ -195,6 +202,8 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
         raise ProveError(f"--ttl must be a number of seconds above 0, got {ttl:g}")
     if max_sessions < 1:
         raise ProveError(f"--max-sessions must be at least 1, got {max_sessions}")
+    if workers < 1:
+        raise ProveError(f"--workers must be at least 1, got {workers}")
     if not (math.isfinite(call_timeout) and call_timeout >= 0):
         raise ProveError(f"--call-timeout must be a number of seconds above 0 (or 0: no limit), got {call_timeout:g}")
     if transport == "stdio":
@@ -204,17 +213,40 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
         if token:
             click.echo("warning: PROVE_TOKEN is set but ignored: stdio has no requests to authenticate", err=True)
             token = None
-        if allow_hosts or allow_origins:
-            raise ProveError("--allow-host and --allow-origin apply to --transport http only")
+        if allow_hosts or allow_origins or plain_http or workers != 1:
+            raise ProveError("--allow-host, --allow-origin, --plain-http and --workers apply to --transport http only")
     sessions = SessionsConfig(ttl_s=ttl, max_sessions=max_sessions, call_timeout_s=call_timeout or None,
                               evict_lru=evict_lru, recreate_expired=recreate_expired)
     runtimes = [build_runtime(_server(n), seed=seed, sessions=sessions) for n in mounts]
     published_tools(runtimes, mounts)  # unknown tool names, colliding prefixed names: refused before serving
     HostGuard(None, allowed_hosts=allow_hosts, allowed_origins=allow_origins)  # malformed entries: likewise
+    if transport == "http" and workers > 1:
+        _serve_fleet(names, workers=workers, host=host, port=port, token=token, args=[
+            "--seed", str(seed), "--ttl", str(ttl), "--max-sessions", str(max_sessions), "--call-timeout",
+            str(call_timeout), *(["--evict-lru"] if evict_lru else []), *(["--recreate-expired"] if recreate_expired else []),
+            *(["--plain-http"] if plain_http else []), *[f"--allow-host={h}" for h in allow_hosts],
+            *[f"--allow-origin={o}" for o in allow_origins], *([f"--allow-host={host}"] if host not in (
+                "", "0.0.0.0", "::") else [])])
+        return
     if transport == "http":
         click.echo(f"serving {', '.join(mounts)} on http://{host}:{port}/mcp", err=True)
     serve(runtimes, transport=transport, host=host, port=port, token=token, allowed_hosts=allow_hosts,
-          allowed_origins=allow_origins, tools=mounts)
+          allowed_origins=allow_origins, tools=mounts, plain_http=plain_http)
+
+
+def _serve_fleet(names: tuple[str, ...], *, workers: int, host: str, port: int, token: str | None,
+                 args: list[str]) -> None:
+    """``prove serve --workers N``: N backends behind nginx until Ctrl-C or one of them stops."""
+    from prove_core.env.fleet import Fleet
+
+    fleet = Fleet([*names, *args], workers=workers, host=host, port=port, env={"PROVE_TOKEN": token} if token else None)
+    with fleet:
+        click.echo(f"serving {', '.join(names)} on http://{host}:{port}/mcp: {workers} processes behind nginx "
+                   "(send each session's id in the X-Prove-Session header)", err=True)
+        try:
+            fleet.wait()
+        except KeyboardInterrupt:
+            pass
 
 
 @cli.command("audit")

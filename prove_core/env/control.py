@@ -9,7 +9,8 @@ server, and ``state`` reports each server under its name.
     GET    /sessions                               → 200 live sessions per server, with the bounds
     GET    /sessions/{id}/state      ?diff=1       → 200 {"id", "state_hash", "servers": {...}}
     POST   /sessions/{id}/reset      {"seed": 7}?  → 200 back to its seed (or to seed 7), its state
-    POST   /sessions/{id}/fork                     → 201 a new session (new id) with the same state
+    POST   /sessions/{id}/fork                     → 201 a new session with the same state; its id is
+                                                     the parent's route key, a dot and a new suffix
     DELETE /sessions/{id}                          → 200 {"id", "closed": true, "servers": [...]}
 
 Bodies are JSON objects (or empty). Errors are ``{code, reason, message, details}`` with the
@@ -40,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from prove_core.env.fleet import route_key
 from prove_core.env.runtime import ServerRuntime
 from prove_core.errors import ErrorCode, ToolError
 
@@ -153,7 +155,9 @@ class SessionControl:
 
     def fork(self, session_id: str) -> dict[str, Any]:
         self.holders(session_id, whole=True)
-        new_id = secrets.token_urlsafe(18)
+        # The parent's route key first: a proxy pinning sessions by it (env.fleet) sends the fork to
+        # the process that holds its state.
+        new_id = f"{route_key(session_id)}.{secrets.token_urlsafe(12)}"
         self._on_every_runtime(new_id, lambda rt: rt.fork_session(session_id, new_id))
         return {**self.state(new_id), "forked_from": session_id}
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import queue
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
+from concurrent.futures import Future
 from typing import Any
 
 import attrs
@@ -48,6 +50,7 @@ from prove_core.toolkit.state import Snapshot, State
 DEFAULT_TTL_S = 3600.0
 DEFAULT_MAX_SESSIONS = 100_000
 GONE_IDS_KEPT = 100_000  # ids of expired or evicted sessions a runtime remembers (the newest)
+WORKERS = 32  # worker threads of a runtime's acall (calls of an MCP server)
 
 
 @attrs.frozen
@@ -132,6 +135,53 @@ class Session:
         self.lock = threading.Lock()
 
 
+class Workers:
+    """Kept daemon threads (at most ``size``) that run submitted functions: a
+    ``concurrent.futures`` executor whose threads never hold up the process's exit (a tool body
+    that hangs past its deadline must not keep ``prove serve`` from stopping)."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads = 0
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._idle == 0 and self._threads < self.size:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"{self.name}-{self._threads}", daemon=True).start()
+        self._queue.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+                future.set_exception(exc)
+
+    def shutdown(self, wait: bool = False) -> None:
+        """Let the threads end once they are done (``wait`` is accepted for the executor API)."""
+        with self._lock:
+            threads = self._threads
+        for _ in range(threads):
+            self._queue.put(None)
+
+
 class ServerRuntime:
     """Sessions of one server plus the fast executor.
 
@@ -178,6 +228,7 @@ class ServerRuntime:
         self._seed_hashing: dict[int, tuple[dict[str, Any], str]] = {}  # seed -> (table texts, hash)
         self._lock = threading.RLock()
         self._last_sweep = time.monotonic()
+        self._pools: dict[str, Any] = {}  # kept worker threads (see _pool)
 
     def __repr__(self) -> str:
         return f"<ServerRuntime {self.server.name} seed={self.seed} sessions={len(self._sessions)}>"
@@ -449,6 +500,32 @@ class ServerRuntime:
         with session.lock:
             return self._execute(session, tool, tool_def, args)
 
+    async def acall(self, session_id: str, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        """``call`` from an asyncio event loop (the MCP servers): in one of the runtime's worker
+        threads, so a slow tool (up to its deadline) never stalls the loop that serves every other
+        session. The workers are kept, not started per call."""
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool("_workers"), self.call, session_id, tool,
+                                                                arguments)
+
+    def _pool(self, which: str) -> Any:
+        """A kept pool of threads: ``_workers`` (``acall``) or ``_bodies`` (tool bodies under a
+        deadline), created on first use."""
+        with self._lock:
+            pool = self._pools.get(which)
+            if pool is None:
+                pool = self._pools[which] = Workers(f"prove-{self.server.name}{which}", WORKERS)
+            return pool
+
+    def _retire(self, which: str) -> None:
+        """A fresh pool from now on (after a body overran: its thread must not hold a slot the next
+        calls need); the old pool's threads end when their calls do."""
+        with self._lock:
+            pool = self._pools.pop(which, None)
+        if pool is not None:
+            pool.shutdown(wait=False)
+
     def _execute(self, session: Session, tool: str, tool_def: Any, args: dict[str, Any]) -> ToolResult:
         """Run one validated call atomically: the one run/rollback/clock path of the executor.
 
@@ -501,10 +578,13 @@ class ServerRuntime:
             except BaseException as exc:  # noqa: BLE001 - returned to _execute
                 outcome["error"] = exc
 
-        thread = threading.Thread(target=run, name=f"{self.server.name}.{tool}", daemon=True)
-        thread.start()
-        thread.join(self.call_timeout_s)
-        if thread.is_alive():
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        future = self._pool("_bodies").submit(run)  # a kept thread: starting one per call costs more than most tools
+        try:
+            future.result(timeout=self.call_timeout_s)
+        except FutureTimeout:
+            self._retire("_bodies")
             return None, DeadlineExceeded(f"{self.server.name}.{tool} did not finish within {self.call_timeout_s} s; "
                                           "nothing was changed", reason="CALL_TIMEOUT", timeout_s=self.call_timeout_s)
         return outcome.get("data"), outcome.get("error")

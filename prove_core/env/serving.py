@@ -23,11 +23,11 @@ from __future__ import annotations
 import hmac
 import json
 import re
+import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
 import structlog
 from fastmcp import FastMCP
 from fastmcp.exceptions import NotFoundError
@@ -38,39 +38,27 @@ from fastmcp.tools.base import ToolResult as McpToolResult
 from mcp.types import CallToolRequestParams, TextContent, ToolAnnotations
 
 from prove_core import __version__
+from prove_core.env.fastlane import DEFAULT_SESSION, SESSION_META_KEY, ToolCallLane, session_from
 from prove_core.env.runtime import ServerRuntime, ToolResult, published_names, unknown_tool
 from prove_core.errors import ConfigError, InvalidArgument
 
 log = structlog.get_logger()
 
-SESSION_META_KEY = "session_id"
 SESSION_HEADER = "x-prove-session"
-DEFAULT_SESSION = "default"
+_PUBLISHED: weakref.WeakKeyDictionary[FastMCP, dict[str, tuple[ServerRuntime, str]]] = weakref.WeakKeyDictionary()
 
 
 def session_key() -> str:
-    """The session id of the current MCP request (``_meta``, then header, then default).
-
-    A ``_meta.session_id`` that is present but not a non-empty string raises InvalidArgument:
-    quietly using the shared default session instead would mix that rollout with every other.
-    """
+    """The session id of the current MCP request (``_meta``, then header, then default; see
+    ``fastlane.session_from``, which raises InvalidArgument for a malformed ``_meta.session_id``)."""
     try:
         ctx = get_context()
     except RuntimeError:
         return DEFAULT_SESSION
     request = ctx.request_context
     meta = getattr(request, "meta", None) if request is not None else None
-    if isinstance(meta, dict) and SESSION_META_KEY in meta:
-        sid = meta[SESSION_META_KEY]
-        if isinstance(sid, str) and sid:
-            return sid
-        shown = json.dumps(sid, default=str)[:40]
-        raise InvalidArgument(f"_meta.{SESSION_META_KEY} must be a non-empty string, got {shown}; send a string "
-                              "id, or none for the shared default session", reason="BAD_SESSION_ID",
-                              field=f"_meta.{SESSION_META_KEY}")
-    headers = get_http_headers(include={SESSION_HEADER})
-    sid = headers.get(SESSION_HEADER)
-    return sid if sid else DEFAULT_SESSION
+    header = get_http_headers(include={SESSION_HEADER}).get(SESSION_HEADER)
+    return session_from(meta, header.encode("latin-1") if header else None)
 
 
 def to_mcp_result(result: ToolResult, session_id: str | None) -> McpToolResult:
@@ -94,9 +82,9 @@ class RuntimeTool(Tool):
             sid = session_key()
         except InvalidArgument as exc:
             return to_mcp_result(ToolResult(error=exc.to_dict()), None)
-        # In a worker thread: a slow tool (up to its deadline) must not stall the event loop that
-        # serves every other session. runtime.call is thread-safe (per-session locks).
-        result = await anyio.to_thread.run_sync(self.runtime.call, sid, self.tool_name, arguments)
+        # In a worker thread (acall): a slow tool (up to its deadline) must not stall the event loop
+        # that serves every other session. The runtime is thread-safe (per-session locks).
+        result = await self.runtime.acall(sid, self.tool_name, arguments)
         log.debug("tool call", server=self.runtime.name, session=sid, tool=self.tool_name,
                   error=result.error["reason"] if result.is_error else None)
         return to_mcp_result(result, sid)
@@ -198,6 +186,7 @@ def _with_schema_lookup(mcp: FastMCP, published: Mapping[str, tuple[ServerRuntim
     """Answer the MCP SDK's per-call input-schema lookup from a dict. Before every streamable-HTTP
     tools/call the SDK checks ``Mcp-Param-*`` headers against the tool's schema; without a lookup it
     runs a whole tools/list through every middleware to find it (343 mounted tools: ~11 calls/s)."""
+    _PUBLISHED[mcp] = dict(published)
     low_level = getattr(mcp, "_mcp_server", None)
     if low_level is not None and getattr(low_level, "get_tool_input_schema", False) is None:
         schemas = {public: rt.server.tools[tool].spec.parameters for public, (rt, tool) in published.items()}
@@ -336,18 +325,30 @@ class BearerAuth:
 
 def http_app(mcp: FastMCP, *, token: str | None = None, path: str = "/mcp",
              runtimes: Sequence[ServerRuntime] | None = None, allowed_hosts: Iterable[str] = (),
-             allowed_origins: Iterable[str] = ()) -> Any:
+             allowed_origins: Iterable[str] = (), plain: bool = False) -> Any:
     """The ASGI app serving ``mcp`` at ``path``; with ``runtimes`` (those ``mcp`` was built from)
     also the session control API (``prove_core.env.control``: ``/sessions/...``, not MCP tools) in
     the same app, so the same token and middleware guard it. Every path is behind ``BearerAuth``
     (with a token), and that behind ``HostGuard`` (loopback hosts, plus ``allowed_hosts`` and
-    ``allowed_origins``)."""
-    app = mcp.http_app(path=path)
+    ``allowed_origins``).
+
+    Single replies are ``application/json`` (no SSE stream per call), and ``tools/call`` takes the
+    fast lane (``prove_core.env.fastlane``) behind the guards. ``plain``: neither, every request
+    through fastmcp's own pipeline with SSE replies (``prove serve --plain-http``: the speed
+    baseline, and a way to rule the lane out)."""
+    app = mcp.http_app(path=path, json_response=not plain)
     if runtimes is not None:
         from prove_core.env import control
 
         app.router.routes.extend(control.routes(runtimes))
-    guarded = BearerAuth(app, token) if token else app
+    published = _PUBLISHED.get(mcp)
+    inner: Any = app
+    if not plain and published is not None:
+        low_level = getattr(mcp, "_mcp_server", None)
+        stamp = None if low_level is None or not hasattr(type(low_level), "server_info_stamp") else (
+            lambda: low_level.server_info_stamp)  # the SDK's serverInfo stamp of 2026-era results
+        inner = ToolCallLane(app, published, path=path, server_info=stamp)
+    guarded = BearerAuth(inner, token) if token else inner
     return HostGuard(guarded, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
 
@@ -361,11 +362,12 @@ def serve(
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
     tools: Mapping[str, Collection[str] | None] | None = None,
+    plain_http: bool = False,
 ) -> None:
     """Serve the runtimes over stdio or streamable HTTP (``/mcp``). ``token``, ``allowed_hosts`` and
     ``allowed_origins`` are HTTP settings: with stdio they are refused (a token there would guard
     nothing). A bind address other than a wildcard is an allowed host too. ``tools``: see
-    ``build_app``."""
+    ``build_app``; ``plain_http``: see ``http_app``."""
     allowed_hosts, allowed_origins = list(allowed_hosts), list(allowed_origins)
     if transport == "stdio" and (token or allowed_hosts or allowed_origins):
         raise ConfigError("--token, --allow-host and --allow-origin apply to --transport http only: stdio is a "
@@ -382,6 +384,7 @@ def serve(
 
     if host not in ("", "0.0.0.0", "::", "[::]"):  # clients of a specific address name it in Host
         allowed_hosts.append(host)
-    app = http_app(mcp, token=token, runtimes=runtimes, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    app = http_app(mcp, token=token, runtimes=runtimes, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+                   plain=plain_http)
     # lifespan must run: fastmcp's session manager starts there
     uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -9,17 +9,15 @@ schemas so a changed schema invalidates its entry.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
+from prove_core.env.drift import schema_hash as schema_hash  # re-exported: the graph cache key
 from prove_core.model import from_json, to_json, write_atomic
-from prove_core.toolkit.server import ToolSpec
 
 Label = Literal["explicit", "implicit", "none"]
 
@@ -66,24 +64,6 @@ class Chain:
     @property
     def key(self) -> str:
         return ">".join(self.tools)
-
-
-def schema_hash(specs: Iterable[ToolSpec]) -> str:
-    """A hash of everything a labeller looks at: names, descriptions, schemas, annotations and
-    entity metadata."""
-    payload = [
-        {
-            "name": s.name,
-            "description": s.description,
-            "parameters": s.parameters,
-            "annotations": attrs.asdict(s.annotations),
-            "reads": s.reads,
-            "produces": s.produces,
-            "mutates": s.mutates,
-        }
-        for s in sorted(specs, key=lambda s: s.name)
-    ]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:20]
 
 
 class GraphCache:

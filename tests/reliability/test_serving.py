@@ -238,7 +238,10 @@ BAD_OPTIONS = [
     (["--call-timeout", "-1"], "--call-timeout must be"),
     (["--call-timeout", "nan"], "--call-timeout must be"),
     (["--token", "x"], "--token applies to --transport http only"),
-    (["--allow-host", "x.example"], "--allow-host and --allow-origin apply to --transport http only"),
+    (["--allow-host", "x.example"], "apply to --transport http only"),
+    (["--workers", "2"], "--workers apply to --transport http only"),
+    (["--plain-http"], "--plain-http and --workers apply to --transport http only"),
+    (["--transport", "http", "--workers", "0"], "--workers must be at least 1, got 0"),
     (["--transport", "http", "--allow-host", "a b"], "--allow-host 'a b'"),
     (["--transport", "http", "--allow-origin", "nope"], "--allow-origin 'nope'"),
 ]
