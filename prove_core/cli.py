@@ -234,6 +234,45 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
           allowed_origins=allow_origins, tools=mounts, plain_http=plain_http)
 
 
+@cli.group("openenv")
+def openenv_cmd() -> None:
+    """Serve PROVE tasks as OpenEnv environments (needs openenv-core: pip install 'prove[openenv]')."""
+
+
+@openenv_cmd.command("serve")
+@click.argument("names", nargs=-1, required=True, metavar="SERVER...")
+@click.option("--corpus", default=None, type=click.Path(dir_okay=False),
+              help="Synthesis corpus (corpus.jsonl): reset(task_id=...) plays its tasks; a reset without one samples one.")
+@click.option("--config", "config", default=None, type=click.Path(dir_okay=False),
+              help="Experiment TOML: its [reward], [sessions] and its servers' seed options (default: the defaults).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", default=8000, show_default=True, type=int, help="HTTP port (1-65535).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of free-play episodes (no corpus, no task).")
+@click.option("--max-envs", default=64, show_default=True, type=int, help="Concurrent episodes (WebSocket sessions) at most.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="HOST[:PORT]",
+              help="Also accept this Host header (loopback names always are; * accepts any). Repeatable.")
+def openenv_serve(names: tuple[str, ...], corpus: str | None, config: str | None, host: str, port: int, seed: int,
+                  max_envs: int, allow_hosts: tuple[str, ...]) -> None:
+    """Serve SERVER... as an OpenEnv environment: reset opens a fresh session on a task (or free
+    play at --seed), step takes MCP tool calls, the episode's end carries the PROVE reward.
+
+    OpenEnv's clients connect to http://HOST:PORT (WebSocket /ws; HTTP /reset, /step, /state,
+    /schema, /health). A task whose servers no longer match its record fails reset with TASK_DRIFT.
+    """
+    if not 1 <= port <= 65535:
+        raise ProveError(f"--port must be in 1..65535, got {port}")
+    if max_envs < 1:
+        raise ProveError(f"--max-envs must be at least 1, got {max_envs}")
+    try:  # the bundled OpenEnv adapter (the one command the core takes from prove_plugins: test_seams)
+        from prove_plugins.openenv_server import build, serve
+    except ImportError as exc:
+        raise ProveError(f"OpenEnv is not installed ({exc}): pip install 'prove[openenv]'") from None
+    served = build(list(names), corpus=corpus, config=config, seed=seed, plugins=_plugins())
+    tasks = f", {len(served.examples)} tasks from {corpus}" if corpus else ", free play"
+    click.echo(f"serving {', '.join(names)} as an OpenEnv environment on http://{host}:{port}{tasks}", err=True)
+    serve(served, host=host, port=port, max_concurrent_envs=max_envs, allowed_hosts=allow_hosts)
+
+
 def _serve_fleet(names: tuple[str, ...], *, workers: int, host: str, port: int, token: str | None,
                  args: list[str]) -> None:
     """``prove serve --workers N``: N backends behind nginx until Ctrl-C or one of them stops."""

@@ -23,7 +23,8 @@ same loop), so tool calls are parsed from the model's text, run on that rollout'
 back with the chat template.
 
 Swapping the backend is one key: ``[train] backend = "openrlhf"``. Bundled: ``trl`` (single
-node, CPU or GPU) and ``openrlhf`` (Ray + vLLM + DeepSpeed); see docs/training.md.
+node, CPU or GPU), ``openrlhf`` (Ray + vLLM + DeepSpeed) and ``verl`` (Ray + vLLM, an agent loop
+on live sessions); see docs/training.md and docs/integrations.md.
 """
 
 from __future__ import annotations
