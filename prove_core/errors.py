@@ -87,6 +87,17 @@ class ConfigError(ProveError):
     pass
 
 
+class RequestFailed(ProveError):
+    """A model client's request for one turn failed for good (an HTTP 400 such as a context
+    overflow, an endpoint down after its retries, a reply without choices). Evaluators record
+    the task as failed with this error and go on with the next one; ``status`` is the HTTP
+    status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class PluginError(ProveError):
     pass
 

@@ -34,7 +34,7 @@ import structlog
 
 from prove_core import hookimpl
 from prove_core.env.rollout import PolicyTurn
-from prove_core.errors import ProveError
+from prove_core.errors import ProveError, RequestFailed
 from prove_core.model import ToolCall
 from prove_core.reward.parsing import Attempt, decode_openai_tool_call, load_parser, message_text, safe_parse
 
@@ -175,21 +175,21 @@ def post_json(url: str, body: dict[str, Any], *, api_key_env: str, timeout_s: fl
     if key:
         headers["Authorization"] = f"Bearer {key}"
     data = json.dumps(body).encode()
-    last = ""
+    last, status = "", None
     for attempt in range(retries + 1):
         request = urllib.request.Request(url, data=data, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            last = f"HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}"
+            last, status = f"HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}", exc.code
             if exc.code < 500 and exc.code != 429:
                 break
         except (urllib.error.URLError, TimeoutError, json.JSONDecodeError, ConnectionError) as exc:
-            last = str(exc)
+            last, status = str(exc), None
         if attempt < retries:
             time.sleep(min(2.0 ** attempt, 10.0))
-    raise ProveError(f"endpoint {url} failed: {last}")
+    raise RequestFailed(f"endpoint {url} failed: {last}", status=status)
 
 
 class OpenAIPolicy:
@@ -214,7 +214,7 @@ class OpenAIPolicy:
         try:
             message = payload["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise ProveError(f"endpoint {cfg.base_url} returned no choices: {str(payload)[:200]}") from None
+            raise RequestFailed(f"endpoint {cfg.base_url} returned no choices: {str(payload)[:200]}") from None
         return turn_from_message(message, self.parser)
 
 
