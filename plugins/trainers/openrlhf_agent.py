@@ -6,7 +6,9 @@ worker thread with a policy whose ``respond`` hands the conversation to OpenRLHF
 model's text. So the episode plays exactly as in the ``trl`` backend and in evaluation: the first
 observation is the system prompt, the tools and the first user turn rendered with the model's
 chat template; every tool call is parsed from the model's text and executed on **this episode's
-own live session** (forked from the task's seed); the environment's feedback is the text the
+own live session** (forked from the task's seed, after a check that the servers still match the
+task record: ``prove_core.env.drift.check_task``, a drifted task fails the episode with
+``TaskDrift``); the environment's feedback is the text the
 chat template adds after the model's turn (tool results, the next user turn); when the episode
 ends, the PROVE reward of the whole rollout is the step's reward.
 
@@ -23,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from prove_core.env.drift import check_task
 from prove_core.env.rollout import PolicyTurn, RolloutLimits, rollout
 from prove_core.model import Example, from_json
 
@@ -99,6 +102,7 @@ class Episode:
     def _play(self) -> None:
         env = self.setup["environments"](self.example.task)
         try:
+            check_task(env, self.example.task)  # TaskDrift: the servers no longer match the record
             played = rollout(self.policy, self.example, env, limits=self.setup["limits_object"])
         except _Abandoned:
             return

@@ -206,3 +206,24 @@ def test_a_scripted_engine_gets_the_ground_truths_reward(run):
             break
         assert feedback.endswith("<|im_start|>assistant\n")
     assert done and logs["prove/coverage"] == pytest.approx(1.0) and reward > 1.0
+
+
+@pytest.mark.parametrize("tamper", ["schema", "state"])
+def test_a_drifted_task_fails_the_episode_before_anything_is_played(run, tamper):
+    """A task record whose schema or seed-state hash the live servers no longer produce fails the
+    episode with TaskDrift at its start, instead of playing a prompt whose ids or tools are gone."""
+    from prove_core.env.drift import TaskDrift
+    from prove_plugins.trainers.openrlhf_agent import Episode
+
+    directory, _, _ = run
+    row = json.loads((directory / "prompts.jsonl").read_text().splitlines()[0])
+    label = json.loads(row["label"])
+    task = label["example"]["task"]
+    if tamper == "schema":
+        task["meta"]["schema_hash"] = "0" * 20
+    else:
+        task["initial_state_hash"] = "banking:" + "0" * 64
+    episode = Episode(str(directory / "prove_setup.json"), json.dumps(label))
+    with pytest.raises(TaskDrift) as caught:
+        episode.start()
+    assert caught.value.what == tamper
