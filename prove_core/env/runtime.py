@@ -472,6 +472,17 @@ class ServerRuntime:
 
     def call(self, session_id: str, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
         """Run one tool call on one session; never raises for anything the call itself did."""
+        prepared = self._prepare(session_id, tool, arguments)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        session, tool_def, args = prepared
+        with session.lock:
+            return self._execute(session, tool, tool_def, args)
+
+    def _prepare(self, session_id: str, tool: str,
+                 arguments: dict[str, Any] | None) -> ToolResult | tuple[Session, Any, dict[str, Any]]:
+        """A call checked before it runs: ``(session, tool, validated arguments)``, or the typed
+        error result (an unknown tool, arguments the schema rejects, an ended session)."""
         tool_def = self.server.tools.get(tool)
         if tool_def is None:
             return unknown_tool(tool)
@@ -497,17 +508,44 @@ class ServerRuntime:
             session = self.session(session_id)
         except ToolError as exc:  # SESSION_EXPIRED, or RESOURCE_EXHAUSTED at the bound with evict_lru off
             return ToolResult(error=exc.to_dict())
+        return session, tool_def, args
+
+    async def acall(self, session_id: str, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        """``call`` from an asyncio event loop (the MCP servers), with the same result: checks run
+        on the loop (microseconds), the tool body in one of the runtime's kept worker threads on a
+        copy of the state, so a slow tool (up to its deadline) never stalls the loop that serves
+        every other session; the loop keeps the deadline and commits the copy, as ``call`` does
+        with a deadline. A session busy with another call is left to a worker that waits for it
+        (the loop never blocks on a session's lock)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        prepared = self._prepare(session_id, tool, arguments)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        session, tool_def, args = prepared
+        if not session.lock.acquire(blocking=False):
+            return await loop.run_in_executor(self._pool("_workers"), self._locked, session, tool, tool_def, args)
+        try:
+            before = session.state.snapshot()
+            work = State.from_snapshot(before)
+            future = asyncio.wrap_future(self._pool("_bodies").submit(_run_body, tool_def.fn, work, args))
+            try:
+                data, failure = await asyncio.wait_for(asyncio.shield(future), self.call_timeout_s)
+            except TimeoutError:
+                self._retire("_bodies")
+                data, failure = None, self._deadline(tool)
+            return self._finish(session.state, before, work, tool, data, failure)
+        finally:
+            session.lock.release()
+
+    def _locked(self, session: Session, tool: str, tool_def: Any, args: dict[str, Any]) -> ToolResult:
         with session.lock:
             return self._execute(session, tool, tool_def, args)
 
-    async def acall(self, session_id: str, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
-        """``call`` from an asyncio event loop (the MCP servers): in one of the runtime's worker
-        threads, so a slow tool (up to its deadline) never stalls the loop that serves every other
-        session. The workers are kept, not started per call."""
-        import asyncio
-
-        return await asyncio.get_running_loop().run_in_executor(self._pool("_workers"), self.call, session_id, tool,
-                                                                arguments)
+    def _deadline(self, tool: str) -> DeadlineExceeded:
+        return DeadlineExceeded(f"{self.server.name}.{tool} did not finish within {self.call_timeout_s} s; "
+                                "nothing was changed", reason="CALL_TIMEOUT", timeout_s=self.call_timeout_s)
 
     def _pool(self, which: str) -> Any:
         """A kept pool of threads: ``_workers`` (``acall``) or ``_bodies`` (tool bodies under a
@@ -545,6 +583,13 @@ class ServerRuntime:
             if work is state:
                 state.restore(before)
             raise
+        return self._finish(state, before, work, tool, data, failure)
+
+    def _finish(self, state: State, before: Snapshot, work: State, tool: str, data: Any,
+                failure: BaseException | None) -> ToolResult:
+        """The end of a call (the session's lock held): a failure changes nothing (``work`` is the
+        session's own state restored, or a copy dropped); a success ticks the clock once if it
+        changed something and commits a copy."""
         if failure is not None:
             if work is state:
                 state.restore(before)
@@ -570,28 +615,27 @@ class ServerRuntime:
                 if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
                     raise
                 return None, exc
-        outcome: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                outcome["data"] = tool_def.fn(work, **args)
-            except BaseException as exc:  # noqa: BLE001 - returned to _execute
-                outcome["error"] = exc
-
         from concurrent.futures import TimeoutError as FutureTimeout
 
-        future = self._pool("_bodies").submit(run)  # a kept thread: starting one per call costs more than most tools
+        future = self._pool("_bodies").submit(_run_body, tool_def.fn, work, args)  # a kept thread, not one per call
         try:
-            future.result(timeout=self.call_timeout_s)
+            return future.result(timeout=self.call_timeout_s)  # type: ignore[no-any-return]
         except FutureTimeout:
             self._retire("_bodies")
-            return None, DeadlineExceeded(f"{self.server.name}.{tool} did not finish within {self.call_timeout_s} s; "
-                                          "nothing was changed", reason="CALL_TIMEOUT", timeout_s=self.call_timeout_s)
-        return outcome.get("data"), outcome.get("error")
+            return None, self._deadline(tool)
 
     def _crashed(self, tool: str, exc: BaseException) -> ToolResult:
         err = Internal(f"{self.server.name}.{tool} failed: {type(exc).__name__}: {exc}", reason="TOOL_CRASHED")
         return ToolResult(error=err.to_dict())
+
+
+def _run_body(fn: Any, work: State, args: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    """A tool body in a worker thread: ``(data, None)`` or ``(None, what it raised)``; nothing it
+    raises (a bug, ``sys.exit``) escapes the worker."""
+    try:
+        return fn(work, **args), None
+    except BaseException as exc:  # noqa: BLE001 - returned to the caller
+        return None, exc
 
 
 def snapshot_diff(base: Snapshot, now: Snapshot) -> dict[str, Any]:
