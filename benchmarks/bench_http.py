@@ -2,8 +2,10 @@
 
 Three servers of the same tools at the same seed run as subprocesses on 127.0.0.1:
 
-- ``before``: the HTTP stack as it was before the fast lane: fastmcp's pipeline for every
-  request with SSE replies, uvicorn's pure-Python HTTP parser (h11) and asyncio's own loop;
+- ``before``: the HTTP path as it was before the fast lane: fastmcp's pipeline for every
+  request with SSE replies, uvicorn's pure-Python HTTP parser (h11) and asyncio's own loop, and
+  each call's two thread hops (anyio's worker, then a thread started per tool body under the
+  30 s deadline);
 - ``plain``: ``prove serve --plain-http`` (fastmcp's pipeline and SSE replies) on today's stack
   (uvicorn with httptools and uvloop when installed, as the base install has them);
 - ``fast``: ``prove serve`` as it runs by default (JSON replies, the ``tools/call`` fast lane).
@@ -43,17 +45,38 @@ from bench_load import free_port, listening  # noqa: E402
 V = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
 
-# The ``before`` server: the app as `prove serve --plain-http` builds it, on h11 and asyncio.
+# The ``before`` server: the app as `prove serve --plain-http` builds it, on h11 and asyncio, with
+# the runtime's calls as they ran before the fast lane: a hop into anyio's worker threads, and
+# there a new thread started for every tool body under the deadline (both replaced by acall).
 BEFORE = """
-import sys, uvicorn
-from prove_core.env.runtime import build_runtime
+import sys, threading, anyio, uvicorn
+from prove_core.env import runtime as rt
 from prove_core.env.serving import build_app, http_app
 from prove_core.config import SessionsConfig
 from prove_core.logging import configure
 from prove_core.plugin.manager import Plugins
+
+async def acall(self, session_id, tool, arguments=None):
+    return await anyio.to_thread.run_sync(self.call, session_id, tool, arguments)
+
+def body(self, tool, tool_def, work, args):
+    outcome = {}
+    def run():
+        try:
+            outcome["data"] = tool_def.fn(work, **args)
+        except BaseException as exc:
+            outcome["error"] = exc
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(self.call_timeout_s)
+    if thread.is_alive():
+        return None, self._deadline(tool)
+    return outcome.get("data"), outcome.get("error")
+
+rt.ServerRuntime.acall, rt.ServerRuntime._body = acall, body
 configure()
 server = Plugins().load(autoload=False).registry.load("servers", sys.argv[1])
-runtime = build_runtime(server, seed=int(sys.argv[3]), sessions=SessionsConfig(call_timeout_s=30.0))
+runtime = rt.build_runtime(server, seed=int(sys.argv[3]), sessions=SessionsConfig(call_timeout_s=30.0))
 app = http_app(build_app([runtime]), runtimes=[runtime], plain=True)
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", lifespan="on", http="h11", loop="asyncio")
 """
