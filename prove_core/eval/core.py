@@ -113,6 +113,20 @@ class Evaluator(Protocol):
 
     def evaluate(self, policy: Policy, context: EvalContext) -> Iterator[Outcome]: ...
 
+    # Optional: ``headline(records) -> {name: fraction or None}``, the benchmark's own summary of
+    # one model's results records (T-Eval's overall and per-ability scores). Without it the
+    # report's headline is the unweighted mean of the categories' success rates (``macro``): BFCL-MT
+    # overall as BFCL averages its categories, τ²'s average over domains.
+
+
+def macro_headline(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The default headline: the unweighted mean of the per-category success rates."""
+    by_category: dict[str, list[bool]] = defaultdict(list)
+    for record in records:
+        by_category[record["category"]].append(bool(record["success"]))
+    rates = [sum(v) / len(v) for v in by_category.values() if v]
+    return {"macro": sum(rates) / len(rates) if rates else None}
+
 
 # -- statistics ------------------------------------------------------------------------------------------
 
@@ -240,8 +254,11 @@ def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None]
                         echo(f"  {item.model.name} on {item.benchmark}: {played} tasks so far ({passed} succeeded)")
             echo(f"eval {item.model.name} on {item.benchmark}: {played} tasks played ({passed} succeeded)"
                  + (f", {done_before} from an earlier run" if done_before else ""))
+    headlines = {item.benchmark: item.evaluator.headline for item in planned
+                 if callable(getattr(item.evaluator, "headline", None))}
     report = build_report(out_dir, models=[m.name for m in settings.models],
-                          benchmarks=[b.label or b.name for b in settings.benchmarks], confidence=settings.confidence)
+                          benchmarks=[b.label or b.name for b in settings.benchmarks], confidence=settings.confidence,
+                          headlines=headlines)
     write_report(report, out_dir, plots=settings.plots)
     for line in overview(report):
         echo(line)
@@ -252,8 +269,12 @@ def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None]
 # -- reports ---------------------------------------------------------------------------------------------
 
 
-def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[str], confidence: float = 0.95) -> dict[str, Any]:
-    """Per benchmark, per category (and ``all``), per model: n, successes, rate, CI, metrics."""
+def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[str], confidence: float = 0.95,
+                 headlines: Mapping[str, Callable[[list[dict[str, Any]]], dict[str, float | None]]] | None = None,
+                 ) -> dict[str, Any]:
+    """Per benchmark, per category (and ``all``), per model: n, successes, rate, CI, metrics; and
+    per model the benchmark's ``headline`` figures as the paper reports them (the evaluator's own
+    ``headline``, from ``headlines``, else ``macro_headline``)."""
     report: dict[str, Any] = {"confidence": confidence, "models": list(models), "benchmarks": {}}
     for bench in benchmarks:
         per_model: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -272,7 +293,10 @@ def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[s
                 outcomes = (per_model[model].get(category, []) if category != ALL
                             else [o for c in categories for o in per_model[model].get(c, [])])
                 table[category][model] = summarize(outcomes, confidence)
-        report["benchmarks"][bench] = {"categories": [*categories, ALL], "results": table}
+        headline = (headlines or {}).get(bench, macro_headline)
+        report["benchmarks"][bench] = {
+            "categories": [*categories, ALL], "results": table,
+            "headline": {model: headline([o for c in categories for o in per_model[model].get(c, [])]) for model in models}}
     return report
 
 
@@ -300,6 +324,14 @@ def markdown(report: Mapping[str, Any]) -> str:
              f"category; Δ is the difference to `{models[0]}` in points.", ""]
     for bench, data in report["benchmarks"].items():
         lines += [f"## {bench}", ""]
+        heads = data.get("headline") or {}
+        names = list(dict.fromkeys(k for figures in heads.values() for k in figures))
+        if names:
+            lines += [f"Headline ({bench}'s own averaging), in %:", "", "| model | " + " | ".join(names) + " |",
+                      "|" + " --- |" * (len(names) + 1)]
+            lines += ["| " + " | ".join([model, *("–" if heads[model].get(k) is None else f"{100 * heads[model][k]:.1f}"
+                                                  for k in names)]) + " |" for model in models]
+            lines.append("")
         header = ["category", *models, *(f"Δ {m}" for m in models[1:])]
         lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         for category in data["categories"]:

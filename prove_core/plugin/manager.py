@@ -65,6 +65,8 @@ BUNDLED = (
     "prove_plugins.eval_prove",
     "prove_plugins.eval_bfcl",
     "prove_plugins.eval_tau2",
+    "prove_plugins.eval_nestful",
+    "prove_plugins.eval_teval",
     "prove_plugins.trainers",
     "prove_plugins.models.clients",
 )

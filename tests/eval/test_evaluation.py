@@ -71,7 +71,15 @@ def test_report_compares_models_per_category_with_counts_intervals_and_plots(tmp
     assert table["a"]["base"]["n"] == 4 and table["a"]["base"]["successes"] == 2
     assert table["all"]["trained"]["rate"] == 1.0 and table["all"]["trained"]["ci"] == list(wilson(6, 6))
     assert table["all"]["base"]["metrics"]["calls"] == 2.0
+    # the headline without an evaluator's own: the unweighted mean of the categories (a: 2/4, b: 1/2)
+    base_heavy = [*base, *[attrs.evolve(o, task_id=f"x{i}", category="b", success=True) for i, o in enumerate(base)]]
+    _results(tmp_path, "skewed", "bench", base_heavy)
+    skewed = build_report(tmp_path, models=["base", "trained", "skewed"], benchmarks=["bench"])["benchmarks"]["bench"]
+    assert skewed["headline"]["base"] == {"macro": 0.5} and skewed["headline"]["trained"] == {"macro": 1.0}
+    assert skewed["headline"]["skewed"]["macro"] == pytest.approx((2 / 4 + 7 / 8) / 2)  # not the pooled 9/12
+    assert report["benchmarks"]["bench"]["headline"]["base"] == {"macro": 0.5}
     text = markdown(report)
+    assert "| base | 50.0 |" in text and "| trained | 100.0 |" in text
     assert "| a | 50.0 [15.0, 85.0] (n=4) | 100.0 [51.0, 100.0] (n=4) | +50.0 |" in text
     paths = write_report(report, tmp_path)
     assert {p.name for p in paths} == {"report.json", "report.md", "bench.png"}
