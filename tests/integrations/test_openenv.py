@@ -386,3 +386,21 @@ def test_prove_openenv_serve_command_line(corpus, writing, capsys):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_documented_example_runs_as_written(server):
+    """docs/integrations.md's "Play an episode" block, run as written against the served corpus (only
+    the address is this test's)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    section = text[text.index("### Play an episode"):]
+    block = section[section.index("```python") + len("```python"):]
+    block = block[: block.index("```")]
+    assert "GenericEnvClient" in block and "env.reset(" in block and "result.reward" in block
+    _, url = server
+    printed: list[str] = []
+    scope = {"print": lambda *args: printed.append(" ".join(map(str, args)))}
+    exec(compile(block.replace("http://127.0.0.1:8000", url), "docs/integrations.md", "exec"), scope)
+    assert scope["result"].done and isinstance(scope["result"].reward, float)
+    assert scope["messages"][0]["role"] == "system" and printed  # the opening, and what the example prints

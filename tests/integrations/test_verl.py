@@ -656,3 +656,27 @@ def test_a_drifted_task_fails_the_rollout_with_task_drift(runs: dict[str, Any], 
     # the same row, undrifted, plays
     ok = asyncio.run(play(make_worker(verl, cfg, tokenizer, Server(verl, tokenizer, script=[])), rows[0]))
     assert math.isfinite(ok.reward_score)
+
+
+def test_the_documented_run_writes_the_run_directory_as_written(tmp_path: Path) -> None:
+    """docs/integrations.md's verl "Running it" block, run with bash as written (all but its first
+    line, the cluster's pip install), with this environment's `prove` on PATH."""
+    import os
+    import subprocess
+    import sys
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    section = text[text.index("## verl"):]
+    section = section[section.index("### Running it"):]
+    block = section[section.index("```bash") + len("```bash"):]
+    block = block[: block.index("```")].strip("\n")
+    first, _, rest = block.partition("\n")
+    assert first.startswith("pip install") and "prove train verl_demo.toml" in rest
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PROVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", rest], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = tmp_path / "runs" / "verl_demo" / "train" / "verl"
+    assert {p.name for p in run.iterdir()} >= {"train.parquet", "val.parquet", "agent_loop.yaml", "launch.sh"}
+    assert f"bash {run / 'launch.sh'}" in done.stdout + done.stderr
