@@ -34,7 +34,7 @@ from prove_core import hookimpl
 from prove_core.config import RewardComponentConfig, RewardConfig, resolve
 from prove_core.env.rollout import Policy, PolicyTurn, RolloutLimits, rollout
 from prove_core.env.runtime import Environments
-from prove_core.errors import ConfigError
+from prove_core.errors import ConfigError, RequestFailed
 from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
 from prove_core.model import Example, JsonlWriter, ToolCall, from_json, read_jsonl, to_json
 from prove_core.reward.core import DEFAULT_COMPONENTS, build_reward
@@ -200,7 +200,12 @@ class ProveSuite:
             if not context.wanted(example.id):
                 continue
             begin_episode(policy, reference_of(example))
-            played = rollout(policy, example, environments(example.task), limits=limits)
+            try:
+                played = rollout(policy, example, environments(example.task), limits=limits)
+            except RequestFailed as exc:  # recorded as failed, the run goes on (docs/evaluation.md)
+                yield Outcome(task_id=example.id, category=behaviour, success=False,
+                              details={"expected": behaviour, "error": str(exc), "status": exc.status})
+                continue
             result = reward.score(played.rollout)
             yield self._outcome(example, played, result, efficiency.config.beta)
 

@@ -18,10 +18,19 @@ with its ``options``; the registry's loader structures them with the client's ``
 builds it as ``cls(config, registry=registry)`` (``prove_core.eval.core.build_client``).
 Reference-aware policies implement ``begin(reference)``; evaluators call it before each task
 (``evaluation.begin_episode``).
+
+**Request settings.** A setting left out of a client's options (``temperature``, the length of a
+reply) takes the client's default, unless the benchmark asks for its own: an evaluator that runs a
+benchmark the way the benchmark's own harness does passes ``RequestDefaults`` to ``configured``
+(BFCL: temperature 0.001, no ``max_tokens`` for an endpoint, what the context leaves up to 4,096
+tokens for a local checkpoint, as BFCL's handlers do). A setting given in the options always wins.
+``RequestDefaults.text_only`` is a prompting protocol: no tools are sent, and the reply's text is
+returned unparsed for the benchmark to decode.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -41,6 +50,43 @@ from prove_core.reward.parsing import Attempt, decode_openai_tool_call, load_par
 log = structlog.get_logger()
 
 PROSE_ONLY = "I'm sorry, I can't help with that."
+DEFAULT_TEMPERATURE = 0.0  # when neither the options nor the benchmark set one
+DEFAULT_MAX_TOKENS = 1024  # an endpoint's reply length when neither the options nor the benchmark set one
+DEFAULT_MAX_NEW_TOKENS = 256  # the same for a local checkpoint
+
+
+@attrs.frozen(kw_only=True)
+class RequestDefaults:
+    """What a benchmark asks of a client for the settings its options leave unset.
+
+    ``temperature``: ``None`` keeps the client's default. ``max_tokens``: a fixed reply length, or
+    ``None`` for none: an endpoint is sent no ``max_tokens`` (it applies its own), a local checkpoint
+    generates what its context leaves after the prompt, less 2, at most ``cap`` tokens (BFCL's rule
+    for local models, ``OSSHandler._query_prompting``). ``text_only``: a prompting protocol: no tools
+    in the request, the reply's text returned as it is (``content`` and ``raw``), not parsed.
+    ``seed``: a sampling seed (an endpoint is sent ``seed``; a local checkpoint seeds torch before
+    each generation)."""
+
+    temperature: float | None = None
+    max_tokens: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
+    cap: int = attrs.field(default=4096, validator=attrs.validators.gt(0))
+    text_only: bool = False
+    seed: int | None = None
+
+
+def configured(policy: Any, defaults: RequestDefaults) -> Any:
+    """``policy`` with a benchmark's request defaults: a copy from its ``configured`` method when it
+    has one (the bundled ``openai`` and ``hf`` clients), else the policy itself."""
+    method = getattr(policy, "configured", None)
+    return method(defaults) if callable(method) else policy
+
+
+@attrs.frozen(kw_only=True)
+class ChatTurn(PolicyTurn):
+    """A turn read from a chat-completion ``message``, which it keeps as the endpoint sent it: an
+    evaluator that follows a benchmark's own client (BFCL's) reads the reply as that client does."""
+
+    message: dict[str, Any] = attrs.field(factory=dict)
 
 
 # -- scripted baselines ----------------------------------------------------------------------------------
@@ -155,13 +201,15 @@ class SpammerPolicy:
 @attrs.frozen(kw_only=True)
 class OpenAIConfig:
     """Where the endpoint is and how to sample. ``parser``: read tool calls from the reply's text
-    with this registered parser when the server returns no structured ``tool_calls``."""
+    with this registered parser when the server returns no structured ``tool_calls``.
+    ``temperature`` and ``max_tokens`` left unset (``None``) take the benchmark's request defaults
+    where it has them (``RequestDefaults``), else 0.0 and 1024."""
 
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "default"
     api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key; local servers need none
-    temperature: float = 0.0
-    max_tokens: int = attrs.field(default=1024, validator=attrs.validators.gt(0))
+    temperature: float | None = None
+    max_tokens: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     timeout_s: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
     retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
     parser: str | None = None
@@ -202,12 +250,34 @@ class OpenAIPolicy:
     def __init__(self, config: OpenAIConfig = OpenAIConfig(), *, registry: Any = None) -> None:
         self.config = config
         self.parser = load_parser(_registry(registry), config.parser) if config.parser else None
+        self.defaults: RequestDefaults | None = None
+
+    def configured(self, defaults: RequestDefaults) -> OpenAIPolicy:
+        clone = copy.copy(self)
+        clone.defaults = defaults
+        return clone
+
+    def settings(self) -> dict[str, Any]:
+        """The sampling settings a request carries: the options', else the benchmark's, else the defaults."""
+        cfg, bench = self.config, self.defaults
+        temperature = next((t for t in (cfg.temperature, bench.temperature if bench else None) if t is not None),
+                           DEFAULT_TEMPERATURE)
+        out: dict[str, Any] = {"temperature": temperature}
+        if cfg.max_tokens is not None:
+            out["max_tokens"] = cfg.max_tokens
+        elif bench is None:
+            out["max_tokens"] = DEFAULT_MAX_TOKENS
+        elif bench.max_tokens is not None:
+            out["max_tokens"] = bench.max_tokens
+        if bench is not None and bench.seed is not None:
+            out["seed"] = bench.seed
+        return out  # a benchmark without a length of its own: the endpoint's default, as its harness leaves it
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
         cfg = self.config
-        body: dict[str, Any] = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
-                                "max_tokens": cfg.max_tokens, **cfg.extra_body}
-        if tools:
+        text_only = self.defaults is not None and self.defaults.text_only
+        body: dict[str, Any] = {"model": cfg.model, "messages": messages, **self.settings(), **cfg.extra_body}
+        if tools and not text_only:
             body["tools"] = tools
         payload = post_json(cfg.base_url.rstrip("/") + "/chat/completions", body, api_key_env=cfg.api_key_env,
                             timeout_s=cfg.timeout_s, retries=cfg.retries)
@@ -215,23 +285,28 @@ class OpenAIPolicy:
             message = payload["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
             raise RequestFailed(f"endpoint {cfg.base_url} returned no choices: {str(payload)[:200]}") from None
-        return turn_from_message(message, self.parser)
+        if not isinstance(message, dict):
+            raise RequestFailed(f"endpoint {cfg.base_url} returned a message that is not an object: {str(message)[:200]}")
+        return turn_from_message(message, self.parser, text_only=text_only)
 
 
-def turn_from_message(message: dict[str, Any], parser: Any = None) -> PolicyTurn:
-    """A chat-completion ``message`` as a turn: its ``tool_calls`` decoded (arguments that are
-    not JSON become parse failures), or its text parsed with ``parser`` when it has none. The
-    text is ``content`` as a string or as OpenAI content parts (their text joined), as the
-    reward reads it."""
+def turn_from_message(message: dict[str, Any], parser: Any = None, *, text_only: bool = False) -> ChatTurn:
+    """A chat-completion ``message`` as a turn (a ``ChatTurn`` keeping the message): its
+    ``tool_calls`` decoded (arguments that are not JSON become parse failures), or its text parsed
+    with ``parser`` when it has none. The text is ``content`` as a string or as OpenAI content parts
+    (their text joined), as the reward reads it. ``text_only``: the text as it is, nothing parsed."""
     content = message_text(message.get("content")) or ""
+    if text_only:
+        return ChatTurn(content=content.strip(), raw=content, message=message)
     calls = message.get("tool_calls") or []
     if calls:
         attempts: tuple[Attempt, ...] = tuple(decode_openai_tool_call(c, index=i) for i, c in enumerate(calls))
-        return PolicyTurn(content=content.strip(), attempts=attempts, raw=json.dumps(message, ensure_ascii=False))
+        return ChatTurn(content=content.strip(), attempts=attempts, raw=json.dumps(message, ensure_ascii=False),
+                        message=message)
     if parser is not None and content:
         parsed = safe_parse(parser, content)
-        return PolicyTurn(content=parsed.content, attempts=parsed.attempts, raw=content)
-    return PolicyTurn(content=content.strip(), raw=content)
+        return ChatTurn(content=parsed.content, attempts=parsed.attempts, raw=content, message=message)
+    return ChatTurn(content=content.strip(), raw=content, message=message)
 
 
 # -- a local Hugging Face model --------------------------------------------------------------------------
@@ -239,14 +314,39 @@ def turn_from_message(message: dict[str, Any], parser: Any = None) -> PolicyTurn
 
 @attrs.frozen(kw_only=True)
 class HFConfig:
-    """A checkpoint folder (``save_pretrained`` output with its tokenizer and chat template)."""
+    """A checkpoint folder (``save_pretrained`` output with its tokenizer and chat template).
+    ``max_new_tokens`` and ``temperature`` left unset (``None``) take the benchmark's request
+    defaults where it has them (``RequestDefaults``), else 256 and 0.0 (greedy). ``max_context``
+    left unset is the model's own context length, read from its config (``max_position_embeddings``
+    and its aliases, else the tokenizer's ``model_max_length``); a prompt that does not fit is refused
+    with ``RequestFailed``."""
 
     path: str
     parser: str = "hermes"
-    max_new_tokens: int = attrs.field(default=256, validator=attrs.validators.gt(0))
-    temperature: float = 0.0  # 0: greedy
-    max_context: int = attrs.field(default=4096, validator=attrs.validators.gt(0))
+    max_new_tokens: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
+    temperature: float | None = None
+    max_context: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     device: str = "cpu"
+
+
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx", "max_seq_len")
+
+
+def context_length(model: Any, tokenizer: Any = None) -> int | None:
+    """The number of positions ``model`` attends to: its config's ``max_position_embeddings`` (or
+    an alias; a multimodal config's ``text_config``), else the tokenizer's ``model_max_length``
+    when it is a real limit (transformers puts a huge placeholder there when it knows none), as
+    BFCL reads it for local models; ``None`` when neither says."""
+    config = getattr(model, "config", None)
+    for cfg in (config, getattr(config, "text_config", None)):
+        for key in _CONTEXT_KEYS:
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < 10**9:
+        return limit
+    return None
 
 
 def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -281,17 +381,45 @@ class HFPolicy:
 
     def __init__(self, config: HFConfig, *, registry: Any = None, model: Any = None, tokenizer: Any = None) -> None:
         try:
-            from prove_plugins.models.hf import HFPolicy as Local
-            from prove_plugins.models.hf import Sampling
+            from prove_plugins.models import hf  # noqa: F401 - torch and transformers
         except ImportError:
             raise ProveError("the hf client needs torch and transformers: pip install torch==2.13.0 transformers") from None
         self.config = config
         if model is None or tokenizer is None:
             model, tokenizer = load_checkpoint(config.path, device=config.device)
-        sampling = Sampling(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                            max_context=config.max_context)
-        self.local = Local(model, tokenizer, parser=load_parser(_registry(registry), config.parser), sampling=sampling,
-                           name=self.name)
+        own = context_length(model, tokenizer)
+        if config.max_context is not None and own is not None and config.max_context > own:
+            raise ProveError(f"hf model {config.path}: max_context {config.max_context} is more than the model's own "
+                             f"context length ({own} positions)")
+        context = config.max_context or own
+        if context is None:
+            raise ProveError(f"hf model {config.path}: its config states no context length (max_position_embeddings) "
+                             "and its tokenizer no model_max_length: set the client's max_context option")
+        self.context = context
+        self.model, self.tokenizer = model, tokenizer
+        self.parser = load_parser(_registry(registry), config.parser)
+        self.defaults: RequestDefaults | None = None
+        self.local = self._local()
+
+    def _local(self) -> Any:
+        from prove_plugins.models.hf import HFPolicy as Local
+        from prove_plugins.models.hf import Sampling
+
+        cfg, bench = self.config, self.defaults
+        temperature = next((t for t in (cfg.temperature, bench.temperature if bench else None) if t is not None),
+                           DEFAULT_TEMPERATURE)
+        fit = cfg.max_new_tokens is None and bench is not None and bench.max_tokens is None
+        length = cfg.max_new_tokens or (bench.max_tokens if bench else None) or DEFAULT_MAX_NEW_TOKENS
+        sampling = Sampling(max_new_tokens=length, temperature=temperature, max_context=self.context,
+                            fit_cap=bench.cap if fit and bench else None, seed=bench.seed if bench else None)
+        return Local(self.model, self.tokenizer, parser=self.parser, sampling=sampling, name=self.name,
+                     text_only=bool(bench and bench.text_only))
+
+    def configured(self, defaults: RequestDefaults) -> HFPolicy:
+        clone = copy.copy(self)
+        clone.defaults = defaults
+        clone.local = clone._local()
+        return clone
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
         return self.local.respond(template_messages(messages), tools)

@@ -2,7 +2,10 @@
 
 ``HFPolicy(model, tokenizer)`` renders the messages and offered tools with the tokenizer's chat
 template, generates one assistant turn, and parses it with a registered parser (``hermes`` by
-default) into a ``PolicyTurn``. Evaluation uses it as is.
+default) into a ``PolicyTurn`` (``text_only``: the decoded text as it is, for a benchmark that
+decodes it itself). Evaluation uses it as is. A prompt that leaves no room in the model's context
+(``Sampling.max_context``) raises ``RequestFailed``: an evaluator records the task as failed rather
+than reading a silent "no call"; a turn never generates past the context.
 
 Training needs more: the exact tokens of each episode, with the model's own tokens told apart
 from the environment's (tool results, later user turns), and many episodes generated together.
@@ -28,6 +31,7 @@ from typing import Any
 import attrs
 
 from prove_core.env.rollout import Played, PolicyTurn, RolloutLimits, rollout
+from prove_core.errors import RequestFailed
 from prove_core.reward.parsing import Parser, load_parser, safe_parse
 
 
@@ -38,7 +42,13 @@ class Sampling:
     max_new_tokens: int = 96
     temperature: float = 1.0
     top_p: float = 1.0
-    max_context: int = 4096  # an episode whose context grows past this stops generating
+    # the positions the model attends to: HFPolicy refuses a prompt that leaves no room (RequestFailed);
+    # a training episode (EpisodeRecorder) whose context grows past it stops generating
+    max_context: int = 4096
+    # when set, a turn generates up to min(fit_cap, context - prompt - 2) tokens instead of max_new_tokens,
+    # and a prompt that leaves less is refused (BFCL's rule for local models: OSSHandler._query_prompting, fit_cap 4096)
+    fit_cap: int | None = None
+    seed: int | None = None  # HFPolicy seeds torch with it before each generation (reproducible sampling)
 
 
 def _parser(parser: str | Parser, registry: Any | None) -> Parser:
@@ -68,7 +78,7 @@ class Generator:
             else self.tokenizer.eos_token_id
         return set(eos if isinstance(eos, list) else [eos])
 
-    def __call__(self, prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+    def __call__(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | None = None) -> list[list[int]]:
         import time
 
         import torch
@@ -89,7 +99,7 @@ class Generator:
             with torch.no_grad():
                 out = self.model.generate(
                     input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device),
-                    max_new_tokens=s.max_new_tokens, do_sample=sample, pad_token_id=pad,
+                    max_new_tokens=max_new_tokens or s.max_new_tokens, do_sample=sample, pad_token_id=pad,
                     eos_token_id=sorted(self.eos_ids), use_cache=True,
                     **({"temperature": s.temperature, "top_p": s.top_p, "top_k": 0} if sample else
                        {"temperature": None, "top_p": None, "top_k": None}),
@@ -144,16 +154,20 @@ def continuation(tokenizer: Any, messages: Sequence[dict[str, Any]], seen: int, 
 
 
 class HFPolicy:
-    """A local model as a ``Policy``: render, generate one turn, parse. Stateless between calls."""
+    """A local model as a ``Policy``: render, generate one turn, parse. Stateless between calls.
+    ``text_only``: offer no tools and return the generated text as it is (special tokens dropped,
+    as an inference server's completion text has them), not parsed."""
 
     def __init__(self, model: Any, tokenizer: Any, *, parser: str | Parser = "hermes", registry: Any | None = None,
                  sampling: Sampling = Sampling(temperature=0.0), name: str = "hf",
-                 generate: Callable[[Sequence[Sequence[int]]], list[list[int]]] | None = None) -> None:
+                 generate: Callable[[Sequence[Sequence[int]]], list[list[int]]] | None = None,
+                 text_only: bool = False) -> None:
         self.name = name
         self.tokenizer = tokenizer
         self.parser = _parser(parser, registry)
         self.sampling = sampling
         self.generate = generate or Generator(model, tokenizer, sampling)
+        self.text_only = text_only
 
     def decode(self, ids: Sequence[int]) -> str:
         text = self.tokenizer.decode(list(ids), skip_special_tokens=False)
@@ -167,11 +181,33 @@ class HFPolicy:
         parsed = safe_parse(self.parser, raw)
         return PolicyTurn(content=parsed.content.strip(), attempts=parsed.attempts, raw=raw)
 
+    def budget(self, prompt_tokens: int) -> int:
+        """How many tokens a turn after a prompt of ``prompt_tokens`` may generate; ``RequestFailed``
+        when the prompt leaves no room in the context."""
+        s = self.sampling
+        room = s.max_context - prompt_tokens - (2 if s.fit_cap is not None else 0)  # BFCL keeps 2 spare
+        if room < 1:
+            raise RequestFailed(f"the prompt is {prompt_tokens} tokens and the model's context is {s.max_context} "
+                                "tokens: it does not fit, nothing was generated (a larger max_context, if the model "
+                                "has one, or a shorter task)")
+        return min(s.fit_cap if s.fit_cap is not None else s.max_new_tokens, room)
+
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PolicyTurn:
-        prompt = encode(self.tokenizer, render(self.tokenizer, messages, tools, add_generation_prompt=True))
-        if len(prompt) >= self.sampling.max_context:
-            return PolicyTurn(content="")
-        return self.turn(self.generate([prompt])[0])
+        offered = None if self.text_only else tools
+        prompt = encode(self.tokenizer, render(self.tokenizer, messages, offered, add_generation_prompt=True))
+        length = self.budget(len(prompt))
+        if self.sampling.seed is not None:
+            import torch
+
+            torch.manual_seed(self.sampling.seed)
+        if isinstance(self.generate, Generator):
+            ids = self.generate([prompt], max_new_tokens=length)[0]
+        else:  # a stand-in generate (tests) takes the prompts alone
+            ids = self.generate([prompt])[0]
+        if self.text_only:
+            text = self.tokenizer.decode(list(ids), skip_special_tokens=True)
+            return PolicyTurn(content=text.strip(), raw=text)
+        return self.turn(ids)
 
     def play_batch(self, examples: Sequence[Any], env_for: Callable[[Any], Any], *,
                    limits: RolloutLimits = RolloutLimits(), max_batch: int = 16,
@@ -195,6 +231,7 @@ class EpisodeRecorder(HFPolicy):
         self.parser = base.parser
         self.sampling = base.sampling
         self.generate = base.generate
+        self.text_only = False
         self.prompt_ids: list[int] = []
         self.completion_ids: list[int] = []
         self.env_mask: list[int] = []

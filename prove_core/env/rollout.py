@@ -112,37 +112,39 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
     turn_of: list[int] = []
     prose: list[str] = []
     sid = env.new_session()
-    env.episode_start(sid, example.task)
-    assistant_turns = 0
-    for user_text in user_turns(example)[: limits.max_user_turns]:
-        messages.append({"role": "user", "content": user_text})
-        while assistant_turns < limits.max_assistant_turns:
-            turn = policy.respond(messages, offered)
-            assistant_turns += 1
-            calls = turn.calls
-            for attempt in turn.attempts:
-                attempts.append(attempt)
-                turn_of.append(assistant_turns - 1)
-            if turn.content:
-                prose.append(turn.content)
-            messages.append(Message(role="assistant", content=turn.content or None, tool_calls=calls).to_openai())
-            for failure in turn.failures:
-                messages.append({"role": "user", "content": f"(Your tool call could not be parsed: {failure.message}.)"})
-            if not calls:
-                break  # the policy answered in prose: the next user turn follows
-            for call in calls:
-                # A tool that was not offered (a hidden_tool example) is not run, even when the
-                # servers have it: the model gets the typed UNKNOWN_TOOL error a tool that does not
-                # exist gets, and the reward fails the call on tier 1 (docs/reward.md).
-                result = env.call(sid, call.name, call.arguments) if call.name in names else unknown_tool(call.name)
-                messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                                 "content": json.dumps(result.structured, sort_keys=True, ensure_ascii=False)})
-    final = env.state_hash(sid)
-    scored = Rollout(id=rollout_id or example.id, task=example.task, attempts=attempts, turns=turn_of,
-                     tools=offered, content="\n".join(prose))
-    played = Played(rollout=scored, messages=messages, session_id=sid, final_state_hash=final)
-    env.episode_end(sid, example.task, played)  # the session is still open for the hook
-    env.close(sid)
+    try:  # the session is closed however the episode ends (a policy whose request fails included)
+        env.episode_start(sid, example.task)
+        assistant_turns = 0
+        for user_text in user_turns(example)[: limits.max_user_turns]:
+            messages.append({"role": "user", "content": user_text})
+            while assistant_turns < limits.max_assistant_turns:
+                turn = policy.respond(messages, offered)
+                assistant_turns += 1
+                calls = turn.calls
+                for attempt in turn.attempts:
+                    attempts.append(attempt)
+                    turn_of.append(assistant_turns - 1)
+                if turn.content:
+                    prose.append(turn.content)
+                messages.append(Message(role="assistant", content=turn.content or None, tool_calls=calls).to_openai())
+                for failure in turn.failures:
+                    messages.append({"role": "user", "content": f"(Your tool call could not be parsed: {failure.message}.)"})
+                if not calls:
+                    break  # the policy answered in prose: the next user turn follows
+                for call in calls:
+                    # A tool that was not offered (a hidden_tool example) is not run, even when the
+                    # servers have it: the model gets the typed UNKNOWN_TOOL error a tool that does not
+                    # exist gets, and the reward fails the call on tier 1 (docs/reward.md).
+                    result = env.call(sid, call.name, call.arguments) if call.name in names else unknown_tool(call.name)
+                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                                     "content": json.dumps(result.structured, sort_keys=True, ensure_ascii=False)})
+        final = env.state_hash(sid)
+        scored = Rollout(id=rollout_id or example.id, task=example.task, attempts=attempts, turns=turn_of,
+                         tools=offered, content="\n".join(prose))
+        played = Played(rollout=scored, messages=messages, session_id=sid, final_state_hash=final)
+        env.episode_end(sid, example.task, played)  # the session is still open for the hook
+    finally:
+        env.close(sid)
     return played
 
 

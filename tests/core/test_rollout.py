@@ -133,3 +133,30 @@ def test_a_tool_that_was_not_offered_is_not_run_and_gets_unknown_tool():
     ok = rollout(ScriptedPolicy([PolicyTurn(attempts=[call]), PolicyTurn(content="done")]), ex, world)
     (reply,) = [m for m in ok.messages if m["role"] == "tool"]
     assert '"code"' not in reply["content"] and ok.final_state_hash != initial
+
+
+def test_a_policy_that_raises_leaves_no_session_open():
+    """The rollout's session is closed however the episode ends (a model request that fails)."""
+    from prove_core.errors import RequestFailed
+
+    class Failing:
+        name = "failing"
+
+        def __init__(self):
+            self.turns = 0
+
+        def respond(self, messages, tools):
+            self.turns += 1
+            if self.turns == 2:
+                raise RequestFailed("endpoint failed: HTTP 400", status=400)
+            call = example().task.calls[0]
+            return PolicyTurn(attempts=[ToolCall(id="c1", name=call.tool, arguments=call.arguments)])
+
+    world = env()
+    try:
+        rollout(Failing(), example(), world)
+    except RequestFailed:
+        pass
+    else:
+        raise AssertionError("the failure must reach the caller")
+    assert len(world.runtimes["banking"]) == 0

@@ -90,3 +90,21 @@ options = {{ heldout = 0.5, behaviours = ["call"] }}
     summary = run_experiment(config, plugins=plugins, echo=lambda _: None)
     assert summary["ok"] and summary["stages"]["eval"]["tasks"] > 0
     assert (tmp_path / "s" / "eval" / "report.md").is_file()
+
+
+def test_a_failed_request_is_recorded_as_a_failed_task_and_the_run_goes_on(tmp_path, corpus, plugins, endpoint):
+    """An endpoint that answers 400 (a context overflow) for the second request: that task is
+    recorded as failed with the error and status, and the others are played."""
+    url, handler = endpoint
+    done = {"choices": [{"message": {"role": "assistant", "content": "Done."}}]}
+    handler.replies = [(200, done), (400, {"error": {"message": "maximum context length exceeded"}})] + [(200, done)] * 400
+    experiment = eval_experiment(tmp_path, models=[{"name": "m", "client": "openai", "options": {"base_url": url,
+                                                                                                "retries": 0}}],
+                                 benchmarks=[{"name": "prove", "options": {"corpus": str(corpus), "heldout": 0.5,
+                                                                           "limit": 3}}], plots=False)
+    report = run_evaluation(experiment, plugins, echo=lambda _: None)
+    outcomes = outcomes_of(tmp_path / "e" / "eval", "m", "prove")
+    failed = [o for o in outcomes if "error" in o["details"]]
+    assert len(failed) == 1 and failed[0]["success"] is False and failed[0]["details"]["status"] == 400
+    assert "maximum context length" in failed[0]["details"]["error"]
+    assert len(outcomes) == report["benchmarks"]["prove"]["results"][ALL]["m"]["n"] > 1
