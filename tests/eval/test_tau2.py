@@ -133,3 +133,125 @@ def test_options_are_checked():
     with pytest.raises(ValueError):
         UserConfig(client="human")
     assert attrs.fields_dict(Tau2Config)["evaluation"].default == "all"
+
+
+def test_defaults_are_tau2s():
+    import tau2.config as tc
+
+    from prove_plugins import eval_tau2
+
+    config = eval_tau2.Tau2Config()
+    assert (config.max_steps, config.max_errors, config.seed) == (tc.DEFAULT_MAX_STEPS, tc.DEFAULT_MAX_ERRORS, tc.DEFAULT_SEED)
+    assert (config.user.temperature, config.user.retries) == (tc.DEFAULT_LLM_TEMPERATURE_USER, tc.DEFAULT_MAX_RETRIES)
+    assert config.user.max_tokens is None  # τ² sends no max_tokens
+    import random
+
+    random.seed(tc.DEFAULT_SEED)  # τ²'s run_tasks
+    assert eval_tau2.trial_seed(tc.DEFAULT_SEED) == random.randint(0, 1000000)
+
+
+def test_tool_messages_are_tau2s_text_for_every_kind_of_call(tau2):
+    """Exactly the content and error flag of τ²'s ``Environment.get_response``: results (text
+    ones included), τ²'s errors, bad arguments, odd keywords and unknown tools."""
+    from tau2.data_model.message import ToolCall
+
+    calls = {"retail": [("list_all_product_types", {}), ("calculate", {"expression": "2 * 3.5"}),
+                        ("find_user_id_by_email", {"email": "nobody@example.com"}), ("get_order_details", {}),
+                        ("get_order_details", {"order_id": "#W0000000", "requestor": "user"}),
+                        ("lookup_everything", {}), ("lookup_everything", {"tool_name": "x"})],
+             "mock": [("get_users", {}), ("create_task", {"user_id": "user_1", "title": "T"}), ("transfer_to_human_agents",
+                                                                                                   {"summary": "s"})]}
+    for domain, pairs in calls.items():
+        env = tau2.environment(domain)
+        runtime = ServerRuntime(getattr(tau2, f"tau2_{domain}"), seed=0)
+        session = runtime.new_session()
+        for name, args in pairs:
+            theirs = env.get_response(ToolCall(id="1", name=name, arguments=args))
+            result = runtime.call(session, name, args)
+            ours = tau2.tool_message(result, runtime.state(session).backend(), name, args)
+            assert ours == (theirs.content, theirs.error), (name, args)
+    unknown = tau2.tool_message(runtime.call(session, "nope", {}), runtime.state(session).backend(), "nope", {})
+    assert unknown == ("Error: Tool 'nope' not found.", True)
+
+
+def _openai(url, **options):
+    from prove_plugins.models.clients import OpenAIConfig, OpenAIPolicy
+
+    return OpenAIPolicy(OpenAIConfig(base_url=url, model="agent", **options))
+
+
+def test_a_failed_model_request_fails_the_task_and_the_run_goes_on(tau2, plugins, endpoint):
+    url, handler = endpoint
+    handler.replies = [(400, {"error": "context length exceeded"}),  # task 1: the agent's request fails for good
+                       (200, message(content="Here is what I found."))]  # task 2 answers
+    outcomes = list(_run(plugins, _openai(url), "mock", ["create_task_1", "update_task_1"]).values())
+    assert [o.task_id for o in outcomes] == ["mock_create_task_1", "mock_update_task_1"]
+    failed, played = outcomes
+    assert not failed.success and failed.score == 0.0 and failed.details["termination"] == "agent_error"
+    assert "context length exceeded" in failed.details["error"] and failed.details["status"] == 400
+    assert played.details["termination"] == "user_stop" and "error" not in played.details
+
+
+def test_an_empty_answer_is_asked_again_then_fails_and_a_broken_call_fails_at_once(tau2, plugins, endpoint):
+    import tau2.config as tc
+
+    url, handler = endpoint
+    handler.replies = [(200, message(content=""))] * (tc.DEFAULT_MAX_RETRIES + 1)
+    handler.replies += [(200, message(tool_calls=[{"id": "c", "type": "function",
+                                                   "function": {"name": "get_users", "arguments": "{oops"}}]))]
+    empty, broken = _run(plugins, _openai(url), "mock", ["create_task_1", "update_task_1"]).values()
+    assert empty.details["termination"] == broken.details["termination"] == "agent_error"
+    assert "empty" in empty.details["error"] and "decode" in broken.details["error"]
+    assert len(handler.requests) == tc.DEFAULT_MAX_RETRIES + 2 and not handler.replies
+
+
+def test_requests_follow_tau2s_defaults_unless_the_options_set_them(tau2, plugins, endpoint):
+    import tau2.config as tc
+
+    from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig, trial_seed
+
+    url, handler = endpoint
+    config = Tau2Config(domains=["mock"], task_ids=["create_task_1"], user=UserConfig(base_url=url, model="sim"))
+    for options, temperature in (({}, tc.DEFAULT_LLM_TEMPERATURE_AGENT), ({"temperature": 0.7}, 0.7)):
+        handler.requests.clear()
+        handler.replies = [(200, message(content="Create a task please.")), (200, message(content="Done.")),
+                           (200, message(content="###STOP###"))]
+        list(Tau2(config).evaluate(_openai(url, **options), _context(plugins)))
+        user, agent, _ = (r["body"] for r in handler.requests)
+        assert agent["model"] == "agent" and agent["temperature"] == temperature and "max_tokens" not in agent
+        assert agent["seed"] == trial_seed(tc.DEFAULT_SEED)  # τ²'s Orchestrator seeds the agent with the trial seed
+        assert user["model"] == "sim" and user["temperature"] == tc.DEFAULT_LLM_TEMPERATURE_USER
+        assert user["seed"] == trial_seed(tc.DEFAULT_SEED) and "max_tokens" not in user
+
+
+def test_the_agent_saying_stop_does_not_end_the_conversation(tau2, plugins):
+    """τ²'s LLMAgent never stops: ###STOP### from the agent is prose for the user."""
+    from prove_plugins.models.clients import NoCallConfig, NoCallPolicy
+
+    outcome = _run(plugins, NoCallPolicy(NoCallConfig(reply="###STOP###")), "mock", ["create_task_1"])["mock_create_task_1"]
+    assert outcome.details["termination"] == "user_stop"
+    roles = [m["role"] for m in outcome.details["messages"]]
+    assert roles == ["system", "assistant", "user", "assistant", "user"]  # greeting, scenario, stop text, user stop
+    assert outcome.details["steps"] == 3  # user, agent, user: the greeting is not a step
+
+
+def test_steps_count_every_message_as_tau2_does(tau2, plugins):
+    """Golden run of create_task_1: user (1), call (2), tool answer (3), closing (4), user stop (5)."""
+    outcome = _run(plugins, OraclePolicy(OracleConfig()), "mock", ["create_task_1"])["mock_create_task_1"]
+    assert outcome.details["steps"] == 5 and outcome.score == 1.0
+    tight = _run(plugins, OraclePolicy(OracleConfig()), "mock", ["create_task_1"], max_steps=5)["mock_create_task_1"]
+    assert tight.details["termination"] == "max_steps" and tight.score == 0.0  # τ²: max_steps overrides the user's stop
+
+
+def test_a_failing_user_simulator_fails_the_task_and_the_run_goes_on(tau2, plugins, endpoint):
+    from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig
+
+    url, handler = endpoint
+    handler.replies = [(400, {"error": "bad request"}),  # task 1: the user simulator's first request
+                       (200, message(content="Create a task.")), (200, message(content="###STOP###"))]
+    config = Tau2Config(domains=["mock"], task_ids=["create_task_1", "update_task_1"],
+                        user=UserConfig(base_url=url, model="sim", retries=0))
+    failed, played = Tau2(config).evaluate(OraclePolicy(OracleConfig()), _context(plugins))
+    assert failed.details["termination"] == "agent_error" and failed.details["error"].startswith("user simulator")
+    assert failed.details["status"] == 400 and failed.score == 0.0
+    assert played.details["termination"] == "user_stop" and played.score == 1.0
