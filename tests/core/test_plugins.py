@@ -3,6 +3,7 @@
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import pytest
 
@@ -412,8 +413,11 @@ def test_the_loader_structures_options_with_the_component_config():
         registry.build("servers", toy_server.name)
 
 
-def test_every_bundled_component_follows_the_contract():
+def test_every_bundled_component_follows_the_contract(monkeypatch):
     import attrs
+
+    # teval's data is not packaged: its default data_dir ("") reads $TEVAL_DATA_DIR, here the fixtures
+    monkeypatch.setenv("TEVAL_DATA_DIR", str(Path(__file__).resolve().parents[1] / "eval" / "fixtures" / "teval"))
 
     from prove_core.plugin.registry import KINDS, OBJECT_KINDS, config_class
 
