@@ -294,9 +294,14 @@ def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[s
                             else [o for c in categories for o in per_model[model].get(c, [])])
                 table[category][model] = summarize(outcomes, confidence)
         headline = (headlines or {}).get(bench, macro_headline)
+        records = {model: [o for c in categories for o in per_model[model].get(c, [])] for model in models}
         report["benchmarks"][bench] = {
             "categories": [*categories, ALL], "results": table,
-            "headline": {model: headline([o for c in categories for o in per_model[model].get(c, [])]) for model in models}}
+            "headline": {model: headline(records[model]) for model in models},
+            # how each model was run where the benchmark records it (BFCL: "fc" or "prompting")
+            "protocol": {model: sorted({str(o["details"]["protocol"]) for o in records[model]
+                                        if isinstance(o.get("details"), dict) and o["details"].get("protocol")})
+                         for model in models}}
     return report
 
 
@@ -324,6 +329,9 @@ def markdown(report: Mapping[str, Any]) -> str:
              f"category; Δ is the difference to `{models[0]}` in points.", ""]
     for bench, data in report["benchmarks"].items():
         lines += [f"## {bench}", ""]
+        protocols = {m: p for m, p in (data.get("protocol") or {}).items() if p}
+        if protocols:
+            lines += ["Protocol: " + ", ".join(f"{m} {'/'.join(p)}" for m, p in protocols.items()), ""]
         heads = data.get("headline") or {}
         names = list(dict.fromkeys(k for figures in heads.values() for k in figures))
         if names:

@@ -78,6 +78,11 @@ def test_report_compares_models_per_category_with_counts_intervals_and_plots(tmp
     assert skewed["headline"]["base"] == {"macro": 0.5} and skewed["headline"]["trained"] == {"macro": 1.0}
     assert skewed["headline"]["skewed"]["macro"] == pytest.approx((2 / 4 + 7 / 8) / 2)  # not the pooled 9/12
     assert report["benchmarks"]["bench"]["headline"]["base"] == {"macro": 0.5}
+    assert report["benchmarks"]["bench"]["protocol"] == {"base": [], "trained": []}
+    _results(tmp_path, "prompted", "bench", [attrs.evolve(o, details={"protocol": "prompting"}) for o in base])
+    named = build_report(tmp_path, models=["base", "prompted"], benchmarks=["bench"])
+    assert named["benchmarks"]["bench"]["protocol"] == {"base": [], "prompted": ["prompting"]}
+    assert "Protocol: prompted prompting" in markdown(named)
     text = markdown(report)
     assert "| base | 50.0 |" in text and "| trained | 100.0 |" in text
     assert "| a | 50.0 [15.0, 85.0] (n=4) | 100.0 [51.0, 100.0] (n=4) | +50.0 |" in text
