@@ -39,7 +39,6 @@ import os
 import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,7 +53,9 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from prove_core.env import fleet  # noqa: E402
 from prove_core.env.client import SessionClient, SessionNotFound  # noqa: E402
+from prove_core.env.fleet import free_port  # noqa: E402
 from prove_core.env.runtime import Environment, ServerRuntime  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
@@ -64,12 +65,6 @@ from prove_core.testing.conformance import bad_calls, example_at  # noqa: E402
 CHILD = "import sys; from prove_core.cli import main; main(sys.argv[1:])"
 
 Record = tuple[str, dict[str, Any], bool, Any]  # tool, arguments, is_error, structured result
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_of(pid: int | None = None) -> int:
@@ -158,16 +153,8 @@ class Served:
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, stderr_path: Path, timeout: float = 60.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {stderr_path.read_text(errors='replace')[-2000:]}") from None
-            time.sleep(0.05)
-    raise RuntimeError(f"server did not open port {port} within {timeout} s")
+    """Until ``proc`` listens on 127.0.0.1:``port`` (ProveError with its stderr if it exits first)."""
+    fleet.wait_for_port("127.0.0.1", port, proc, "server", stderr_path, timeout)
 
 
 @contextlib.contextmanager

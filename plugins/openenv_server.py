@@ -59,7 +59,7 @@ from pydantic_core import PydanticCustomError
 from prove_core.env.drift import TaskDrift, check_task
 from prove_core.env.rollout import Played, RolloutLimits, offered_names, opening, user_turns
 from prove_core.env.runtime import Environment, Environments, ToolResult, unknown_tool
-from prove_core.errors import ErrorCode, ProveError
+from prove_core.errors import ErrorCode, ProveError, ToolError
 from prove_core.model import Example, Message, Task, ToolCall, from_json, read_jsonl
 from prove_core.reward.core import Reward, Rollout, build_reward, check_scorable
 
@@ -68,24 +68,18 @@ STATUS = {ErrorCode.NOT_FOUND: 404, ErrorCode.FAILED_PRECONDITION: 409, ErrorCod
 RESET_ARGUMENTS = ("seed", "episode_id", "task_id", "task")
 
 
-class EpisodeError(ProveError):
-    """A request the episode refuses: ``code`` (PROVE's error vocabulary), ``reason`` (a stable
-    name: ``TASK_DRIFT``, ``UNKNOWN_TASK``, ``BAD_TASK``, ``NO_EPISODE``, ``EPISODE_DONE``...),
-    a one-line message and details. ``str()`` starts with the reason, which is what an OpenEnv
-    WebSocket client sees."""
+class EpisodeError(ToolError, ProveError):
+    """A request the episode refuses: a typed error like a tool's (``to_dict``: code, reason,
+    message, details), whose ``code`` is chosen per refusal and whose reason is a stable name
+    (``TASK_DRIFT``, ``UNKNOWN_TASK``, ``BAD_TASK``, ``NO_EPISODE``, ``EPISODE_DONE``...).
+    ``str()`` starts with the reason, which is what an OpenEnv WebSocket client sees."""
 
     def __init__(self, code: ErrorCode, reason: str, message: str, **details: Any) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = details
+        super().__init__(message, reason=reason, **details)
+        self.code = code  # this refusal's, over ToolError's per-class code
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code.value, "reason": self.reason, "message": self.message}
-        if self.details:
-            out["details"] = self.details
-        return out
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
 
 
 # -- the wire types ---------------------------------------------------------------------------------

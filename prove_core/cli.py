@@ -221,12 +221,13 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
     published_tools(runtimes, mounts)  # unknown tool names, colliding prefixed names: refused before serving
     HostGuard(None, allowed_hosts=allow_hosts, allowed_origins=allow_origins)  # malformed entries: likewise
     if transport == "http" and workers > 1:
+        from prove_core.env.fleet import WILDCARD_HOSTS
+
         _serve_fleet(names, workers=workers, host=host, port=port, token=token, args=[
             "--seed", str(seed), "--ttl", str(ttl), "--max-sessions", str(max_sessions), "--call-timeout",
             str(call_timeout), *(["--evict-lru"] if evict_lru else []), *(["--recreate-expired"] if recreate_expired else []),
             *(["--plain-http"] if plain_http else []), *[f"--allow-host={h}" for h in allow_hosts],
-            *[f"--allow-origin={o}" for o in allow_origins], *([f"--allow-host={host}"] if host not in (
-                "", "0.0.0.0", "::") else [])])
+            *[f"--allow-origin={o}" for o in allow_origins], *([f"--allow-host={host}"] if host not in WILDCARD_HOSTS else [])])
         return
     if transport == "http":
         click.echo(f"serving {', '.join(mounts)} on http://{host}:{port}/mcp", err=True)

@@ -22,40 +22,22 @@ import functools
 import json
 import queue
 import threading
-from pathlib import Path
 from typing import Any
 
 from prove_core.env.drift import check_task
-from prove_core.env.rollout import PolicyTurn, RolloutLimits, rollout
+from prove_core.env.rollout import PolicyTurn, rollout
 from prove_core.model import Example, from_json
+from prove_plugins.trainers.run_setup import load_run_setup
 
 
 @functools.lru_cache(maxsize=4)
 def setup(path: str) -> dict[str, Any]:
-    """The run's settings, plus the loaded tokenizer, parser, reward and environments (once per
-    process: every episode of an OpenRLHF engine shares them)."""
+    """The run's settings (``run_setup.load_run_setup``: parser, reward, environments, limits) plus
+    the loaded tokenizer, once per process: every episode of an OpenRLHF engine shares them."""
     from transformers import AutoTokenizer
 
-    from prove_core.config import RewardConfig, SessionsConfig, structure
-    from prove_core.env.runtime import Environments
-    from prove_core.plugin.manager import get_plugins
-    from prove_core.reward.core import build_reward
-    from prove_core.reward.parsing import load_parser
-
-    data = json.loads(Path(path).read_text())
-    registry = get_plugins().registry
-    options = {name: structure(opts, registry.load("servers", name).options_type, path=f"$.servers.{name}.options")
-               for name, opts in data["server_options"].items()}
-    reward_cfg = structure(data["reward"], RewardConfig, path="$.reward") if data.get("reward") else None
-    sessions = structure(data.get("sessions") or {}, SessionsConfig, path="$.sessions")  # the experiment's [sessions]
-    return {
-        **data,
-        "tokenizer_object": AutoTokenizer.from_pretrained(data["tokenizer"]),
-        "parser_object": load_parser(registry, data["parser"]),
-        "reward_object": build_reward(reward_cfg, registry, server_options=options, sessions=sessions),
-        "environments": Environments(registry, options, sessions=sessions, hooks=get_plugins().hook),
-        "limits_object": RolloutLimits(**data["limits"]),
-    }
+    loaded = load_run_setup(path)
+    return {**loaded, "tokenizer_object": AutoTokenizer.from_pretrained(loaded["tokenizer"])}
 
 
 class _Handoff:

@@ -37,13 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any, TypeVar
 from uuid import uuid4
 
@@ -52,6 +50,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from prove_core.env.drift import check_task
 from prove_core.env.rollout import Played, PolicyTurn, RolloutLimits, rollout
 from prove_core.model import Example, from_json
+from prove_plugins.trainers.run_setup import load_run_setup
 
 SETUP_ENV = "PROVE_VERL_SETUP"  # the setup file when the agent loop config does not name one
 # Counters a rollout server may report per generation that add up over the turns (as ToolAgentLoop sums them).
@@ -60,30 +59,9 @@ SUMMED_EXTRA_KEYS = ("spec_num_draft_tokens", "spec_num_accepted_tokens", "spec_
 _T = TypeVar("_T")
 
 
-@functools.lru_cache(maxsize=4)
-def load_setup(path: str) -> dict[str, Any]:
-    """The run's ``prove_setup.json`` with its parser, reward and environments built, once per process:
-    every rollout of an agent loop worker shares them (each still opens its own session)."""
-    from prove_core.config import RewardConfig, SessionsConfig, structure
-    from prove_core.env.runtime import Environments
-    from prove_core.plugin.manager import get_plugins
-    from prove_core.reward.core import build_reward
-    from prove_core.reward.parsing import load_parser
-
-    data = json.loads(Path(path).read_text())
-    plugins = get_plugins()
-    registry = plugins.registry
-    options = {name: structure(opts, registry.load("servers", name).options_type, path=f"$.servers.{name}.options")
-               for name, opts in data["server_options"].items()}
-    reward_cfg = structure(data["reward"], RewardConfig, path="$.reward") if data.get("reward") else None
-    sessions = structure(data.get("sessions") or {}, SessionsConfig, path="$.sessions")
-    return {
-        **data,
-        "parser_object": load_parser(registry, data["parser"]),
-        "reward_object": build_reward(reward_cfg, registry, server_options=options, sessions=sessions),
-        "environments": Environments(registry, options, sessions=sessions, hooks=plugins.hook),
-        "limits_object": RolloutLimits(**data["limits"]),
-    }
+# The run's prove_setup.json with its parser, reward and environments built, once per process: every
+# rollout of an agent loop worker shares them (each still opens its own session).
+load_setup = load_run_setup
 
 
 def example_of(extra_info: Any) -> Example:

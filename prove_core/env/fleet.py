@@ -38,6 +38,8 @@ from typing import Any
 
 from prove_core.errors import ConfigError, ProveError
 
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")  # bind addresses that name no host clients would use
+
 
 def route_key(session_id: str) -> str:
     """The part of a session id the proxy routes by: everything before the first ``.``."""
@@ -177,7 +179,7 @@ class Fleet:
             self._logs.append(log)
             self.proxy = subprocess.Popen([self.nginx, "-p", str(self.workdir), "-c", str(conf), "-e",
                                            str(self.workdir / "error.log")], stdout=subprocess.DEVNULL, stderr=log)
-            wait_for_port(self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1", self.port, self.proxy,
+            wait_for_port(self.host if self.host not in WILDCARD_HOSTS else "127.0.0.1", self.port, self.proxy,
                           "nginx", self.workdir / "nginx.stderr")
         except BaseException:
             self.failed = True

@@ -476,8 +476,7 @@ class ServerRuntime:
         if isinstance(prepared, ToolResult):
             return prepared
         session, tool_def, args = prepared
-        with session.lock:
-            return self._execute(session, tool, tool_def, args)
+        return self._locked(session, tool, tool_def, args)
 
     def _prepare(self, session_id: str, tool: str,
                  arguments: dict[str, Any] | None) -> ToolResult | tuple[Session, Any, dict[str, Any]]:
@@ -540,6 +539,7 @@ class ServerRuntime:
             session.lock.release()
 
     def _locked(self, session: Session, tool: str, tool_def: Any, args: dict[str, Any]) -> ToolResult:
+        """A checked call run with its session's lock held (waiting for the call before it)."""
         with session.lock:
             return self._execute(session, tool, tool_def, args)
 

@@ -38,7 +38,8 @@ from fastmcp.tools.base import ToolResult as McpToolResult
 from mcp.types import CallToolRequestParams, TextContent, ToolAnnotations
 
 from prove_core import __version__
-from prove_core.env.fastlane import DEFAULT_SESSION, SESSION_META_KEY, ToolCallLane, session_from
+from prove_core.env.fastlane import DEFAULT_SESSION, ToolCallLane, result_object, session_from
+from prove_core.env.fleet import WILDCARD_HOSTS
 from prove_core.env.runtime import ServerRuntime, ToolResult, published_names, unknown_tool
 from prove_core.errors import ConfigError, InvalidArgument
 
@@ -62,13 +63,12 @@ def session_key() -> str:
 
 
 def to_mcp_result(result: ToolResult, session_id: str | None) -> McpToolResult:
-    payload = result.structured
-    return McpToolResult(
-        content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False, sort_keys=True))],
-        structured_content=payload,
-        is_error=result.is_error,
-        meta={SESSION_META_KEY: session_id} if session_id is not None else None,
-    )
+    """A tool result as fastmcp's result: the object ``fastlane.result_object`` defines, so both
+    HTTP paths answer with the same content."""
+    reply = result_object(result, session_id)
+    return McpToolResult(content=[TextContent(**part) for part in reply["content"]],
+                         structured_content=reply["structuredContent"], is_error=reply["isError"],
+                         meta=reply.get("_meta"))
 
 
 class RuntimeTool(Tool):
@@ -382,7 +382,7 @@ def serve(
         return
     import uvicorn
 
-    if host not in ("", "0.0.0.0", "::", "[::]"):  # clients of a specific address name it in Host
+    if host not in WILDCARD_HOSTS:  # clients of a specific address name it in Host
         allowed_hosts.append(host)
     app = http_app(mcp, token=token, runtimes=runtimes, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
                    plain=plain_http)

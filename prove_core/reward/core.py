@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Protocol
 import attrs
 import structlog
 
+from prove_core.env.drift import state_matches
 from prove_core.env.runtime import Environment, ServerRuntime, ToolResult, build_runtime
 from prove_core.errors import ConfigError, ProveError
 from prove_core.model import GroundTruthCall, Task, ToolCall, from_json
@@ -576,8 +577,7 @@ class LiveServers:
         if not task.initial_state_hash:
             return None
         actual = self.initial_state_hash(task)
-        bare = [part.partition(":")[2] for part in actual.split("|")]
-        if task.initial_state_hash == actual or (len(bare) == 1 and task.initial_state_hash == bare[0]):
+        if state_matches(task.initial_state_hash, actual):
             return None
         return (f"servers {', '.join(task.servers)} at seed {task.seed} start from state {actual[:40]}..., "
                 f"not the task's {task.initial_state_hash[:40]}...; check the server versions and seed options")
