@@ -4,7 +4,7 @@ Deterministic, deliberately imperfect scripted policies (they loop on one call, 
 malformed or wrong-typed arguments, skip turns, repeat calls, call functions that do not exist,
 answer with nothing, write calls in odd shapes ...) play the same BFCL v4 multi-turn entries twice:
 
-- through PROVE: ``prove_plugins.eval_bfcl.Bfcl.evaluate`` with the policy as its model client
+- through PROVE: ``prove_plugins.eval.bfcl.Bfcl.evaluate`` with the policy as its model client
   (function calling: the policy's chat-completion message read by the ``openai`` client's own
   ``turn_from_message``; prompting: its text, as the ``hf`` client returns it);
 - through BFCL: a subclass of BFCL's own handler (``OpenAICompletionsHandler`` for ``fc``,
@@ -276,7 +276,7 @@ POLICIES = {"fc": FC_POLICIES, "prompting": TEXT_POLICIES}
 
 
 def situation(entry: dict[str, Any], truth: list[list[str]], messages: list[dict[str, Any]]) -> Situation:
-    from prove_plugins import bfcl_servers
+    from prove_plugins.eval.servers import bfcl as bfcl_servers
 
     turn, step = position(messages)
     gt = [[bfcl_servers.parse_call(c, entry["involved_classes"]) for c in t] for t in truth]
@@ -306,8 +306,8 @@ class ScriptClient:
         self.seen.append([])
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        from prove_core.env.rollout import PolicyTurn
-        from prove_plugins.models.clients import turn_from_message
+        from prove_core.reward.rollout import PolicyTurn
+        from prove_plugins.train.models.clients import turn_from_message
 
         shown = [plain(m) for m in messages]
         self.seen[-1].append(shown)
@@ -327,8 +327,8 @@ class Verdict:
 
 def run_prove(policy: str, protocol: str, category: str, ids: list[str]) -> list[Verdict]:
     from prove_core.eval.core import EvalContext
-    from prove_plugins import bfcl_servers
-    from prove_plugins.eval_bfcl import Bfcl, BfclConfig
+    from prove_plugins.eval.bfcl import Bfcl, BfclConfig
+    from prove_plugins.eval.servers import bfcl as bfcl_servers
 
     wanted = set(ids)
     plays = [e for e in bfcl_servers.entries(category) if e["id"] in wanted]  # the evaluator's order
@@ -343,7 +343,7 @@ def run_prove(policy: str, protocol: str, category: str, ids: list[str]) -> list
 
 
 def run_bfcl(policy: str, protocol: str, category: str, ids: list[str], pipeline: Any = None) -> list[Verdict]:
-    from prove_plugins import bfcl_servers
+    from prove_plugins.eval.servers import bfcl as bfcl_servers
 
     pipeline = pipeline or bfcl_pipeline()
     entries = {e["id"]: e for e in bfcl_servers.entries(category)}
@@ -373,7 +373,7 @@ def run_bfcl(policy: str, protocol: str, category: str, ids: list[str], pipeline
 
 def spread(category: str, n: int | None) -> list[str]:
     """``n`` entry ids spread evenly over the category (all of them for ``None``)."""
-    from prove_plugins import bfcl_servers
+    from prove_plugins.eval.servers import bfcl as bfcl_servers
 
     ids = [e["id"] for e in bfcl_servers.entries(category)]
     if n is None or n >= len(ids):
@@ -435,7 +435,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     from prove_core.logging import configure
-    from prove_plugins import bfcl_servers
+    from prove_plugins.eval.servers import bfcl as bfcl_servers
 
     configure(level="warning")
     bfcl_servers.require_bfcl()

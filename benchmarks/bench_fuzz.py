@@ -36,9 +36,12 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from prove_core.env.runtime import ServerRuntime, ToolResult  # noqa: E402
+from prove_core.env.runtime import (  # noqa: E402
+    ServerRuntime,
+    ToolResult,
+    example_at,  # noqa: E402
+)
 from prove_core.errors import ErrorCode  # noqa: E402
-from prove_core.testing.conformance import example_at  # noqa: E402
 from prove_core.toolkit.server import ENTITY_KEY, Server, ToolDef  # noqa: E402
 from prove_core.toolkit.state import State  # noqa: E402
 
@@ -359,7 +362,7 @@ def fuzz_mcp(server: Server, *, cases_per_tool: int, seed: int | None = None, ra
     from anyio.from_thread import start_blocking_portal
     from fastmcp import Client
 
-    from prove_core.env.serving import build_app
+    from prove_core.serve.app import build_app
 
     tally = tally or Tally()
     served, fast = ServerRuntime(server, max_sessions=10**6), ServerRuntime(server, max_sessions=10**6)

@@ -51,7 +51,7 @@ ENVELOPE = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotoc
 BEFORE = """
 import sys, threading, anyio, uvicorn
 from prove_core.env import runtime as rt
-from prove_core.env.serving import build_app, http_app
+from prove_core.serve.app import build_app, http_app
 from prove_core.config import SessionsConfig
 from prove_core.logging import configure
 from prove_core.plugin.manager import Plugins

@@ -10,7 +10,7 @@
    (``SessionClient.state``: ``GET /sessions/{id}/state``, beside ``/mcp``, under the same token).
 2. **Threads**: the same check on the fast path, with threads sharing one ``Environment``.
 3. **Behind the proxy** (``--workers N``): ``prove serve --workers N``'s deployment, N processes
-   behind nginx (``prove_core.env.fleet``), with ``--proxy-sessions`` concurrent sessions as raw
+   behind nginx (``prove_core.serve.fleet``), with ``--proxy-sessions`` concurrent sessions as raw
    HTTP requests carrying ``X-Prove-Session``; the same replay check, end states read through the
    proxy, and each session found live on exactly one process.
 4. **Soak**: rounds of fresh sessions that write and then expire (``--ttl``; the served process
@@ -53,13 +53,17 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from prove_core.env import fleet  # noqa: E402
-from prove_core.env.client import SessionClient, SessionNotFound  # noqa: E402
-from prove_core.env.fleet import free_port  # noqa: E402
-from prove_core.env.runtime import Environment, ServerRuntime  # noqa: E402
+from prove_core.env.runtime import (  # noqa: E402
+    Environment,
+    ServerRuntime,
+    example_at,  # noqa: E402
+)
 from prove_core.logging import configure  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
-from prove_core.testing.conformance import bad_calls, example_at  # noqa: E402
+from prove_core.serve import fleet  # noqa: E402
+from prove_core.serve.client import SessionClient, SessionNotFound  # noqa: E402
+from prove_core.serve.fleet import free_port  # noqa: E402
+from prove_core.testing.conformance import bad_calls  # noqa: E402
 
 # The served child: the real `prove serve` command line.
 CHILD = "import sys; from prove_core.cli import main; main(sys.argv[1:])"
@@ -503,11 +507,11 @@ def proxy_load(servers: Sequence[str], *, workers: int, sessions: int, duration:
                max_calls: int | None = None, connections: int = 8, seed: int = 0,
                serve_args: Sequence[str] = ()) -> dict[str, Any]:
     """The scale-out deployment under load: ``workers`` ``prove serve`` processes behind nginx
-    (``prove_core.env.fleet``, as ``prove serve --workers`` runs it), ``sessions`` concurrent
+    (``prove_core.serve.fleet``, as ``prove serve --workers`` runs it), ``sessions`` concurrent
     sessions through the proxy, then the replay check (end states read through the proxy's
     control API) and where the sessions lived (each backend's own count: every session on
     exactly one process)."""
-    from prove_core.env.fleet import Fleet
+    from prove_core.serve.fleet import Fleet
 
     pool = moves(environment(servers, seed))
     token = secrets.token_urlsafe(16)

@@ -30,10 +30,10 @@ from fastmcp import Client  # noqa: E402
 
 from prove_core.config import RewardComponentConfig, RewardConfig  # noqa: E402
 from prove_core.env.runtime import ServerRuntime  # noqa: E402
-from prove_core.env.serving import build_app  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
 from prove_core.reward.core import DEFAULT_COMPONENTS, Rollout, build_reward, rollout_from_record  # noqa: E402
 from prove_core.reward.parsing import load_parser  # noqa: E402
+from prove_core.serve.app import build_app  # noqa: E402
 from tests.support.reward_tasks import banking_balance_task, registry, shopping_cart_task  # noqa: E402
 
 

@@ -4,7 +4,7 @@ A training rollout is generation (the model writing its turns) plus the environm
 call executed on the rollout's own live session (fork, calls, state hash, close) and the PROVE
 reward of the finished rollout (which replays the calls on another fork for the live validity
 tier). This plays held-out-style episodes of a synthesized `banking` corpus with
-``prove_plugins.models.hf.play_batch`` (generation batched across episodes, as the ``trl`` backend does),
+``prove_plugins.train.models.hf.play_batch`` (generation batched across episodes, as the ``trl`` backend does),
 times the three parts in the same run and prints:
 
 - generation: seconds, generated tokens/s;
@@ -87,8 +87,8 @@ def main() -> None:
     configure(level="warning")
     import torch
 
-    from prove_plugins.models.hf import HFPolicy, Sampling, play_batch
-    from prove_plugins.models.tiny import build_tiny_model, chat_template, corpus_texts, count_parameters, train_tokenizer
+    from prove_plugins.train.models.hf import HFPolicy, Sampling, play_batch
+    from prove_plugins.train.models.tiny import build_tiny_model, chat_template, corpus_texts, count_parameters, train_tokenizer
 
     episodes = 8 if args.quick else args.episodes
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

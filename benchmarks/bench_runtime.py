@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fastmcp import Client  # noqa: E402
 
 from prove_core.env.runtime import ServerRuntime  # noqa: E402
-from prove_core.env.serving import build_app  # noqa: E402
 from prove_core.logging import configure  # noqa: E402
+from prove_core.serve.app import build_app  # noqa: E402
 from prove_servers.banking import BankOptions, server  # noqa: E402
 
 

@@ -5,7 +5,7 @@ function of the messages and tools it is sent, e.g. the golden actions followed 
 a scripted **user model** (the customer: opens, then stops, transfers or never stops). Only the
 models are stand-ins; everything around them is each side's own code:
 
-- **PROVE**: ``prove eval``'s evaluator (``prove_plugins.eval_tau2.Tau2``) with the ``openai``
+- **PROVE**: ``prove eval``'s evaluator (``prove_plugins.eval.tau2.Tau2``) with the ``openai``
   client and the ``llm`` user simulator, both talking to the scripted models over HTTP on
   127.0.0.1, tool calls on live sessions of the ``tau2_<domain>`` PROVE servers;
 - **τ²**: ``tau2.run.run_tasks`` (what ``tau2 run`` calls) with τ²'s ``LLMAgent`` and
@@ -274,7 +274,7 @@ class Harness:
 
     def __init__(self) -> None:
         from prove_core.plugin.manager import Plugins
-        from prove_plugins import tau2_servers
+        from prove_plugins.eval.servers import tau2 as tau2_servers
 
         tau2_servers.require_tau2()
         self.models = ScriptedModels()
@@ -286,7 +286,7 @@ class Harness:
         from tau2.registry import registry
 
         from prove_core.config import load_experiment
-        from prove_plugins.eval_tau2 import user_classes
+        from prove_plugins.eval.tau2 import user_classes
 
         self.url = self._stack.enter_context(serve(self.models))
         self._stack.enter_context(in_place_of_litellm(self.models))
@@ -306,7 +306,7 @@ class Harness:
 
     def prove(self, scenario: Scenario, domain: str, task: Any) -> Result:
         from prove_core.eval.core import EvalContext, build_client
-        from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig
+        from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig
 
         user = UserConfig(client="scripted") if scenario.user == "scripted" else UserConfig(base_url=self.url, model=USER_MODEL)
         limits = {k: v for k, v in (("max_steps", scenario.max_steps(task) if scenario.max_steps else None),
@@ -368,7 +368,7 @@ class Harness:
 def compared_settings(model: str) -> tuple[str, ...]:
     """The request settings compared: temperature and max_tokens; the seed for the user, and for
     the agent when the model clients can take one from a benchmark (``RequestDefaults.seed``)."""
-    from prove_plugins.models.clients import RequestDefaults
+    from prove_plugins.train.models.clients import RequestDefaults
 
     seeded = model == USER_MODEL or "seed" in attrs.fields_dict(RequestDefaults)
     return ("temperature", "max_tokens", *(("seed",) if seeded else ()))
@@ -391,7 +391,7 @@ def prompt_differences(ours: list[dict[str, Any]], theirs: list[dict[str, Any]])
 
 def run(scenarios: list[Scenario], domains: list[str], limit: int | None, task_ids: list[str] | None = None,
         echo: Callable[[str], None] = print) -> list[Compared]:
-    from prove_plugins import tau2_servers
+    from prove_plugins.eval.servers import tau2 as tau2_servers
 
     out = []
     with Harness() as harness:

@@ -6,10 +6,7 @@ The public surface a plugin author needs::
     from prove_core.toolkit import Server, State, Table, ref, NotFound, FailedPrecondition
 """
 
-from prove_core import moved
 from prove_core.plugin.hookspecs import hookimpl, hookspec
-
-moved.install()
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "hookimpl", "hookspec"]

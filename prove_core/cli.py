@@ -191,7 +191,7 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
 
     from prove_core.config import SessionsConfig
     from prove_core.env.runtime import build_runtime
-    from prove_core.env.serving import HostGuard, parse_mount, published_tools, serve
+    from prove_core.serve.app import HostGuard, parse_mount, published_tools, serve
 
     mounts = dict(parse_mount(arg) for arg in names)
     if len(mounts) != len(names):
@@ -221,7 +221,7 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
     published_tools(runtimes, mounts)  # unknown tool names, colliding prefixed names: refused before serving
     HostGuard(None, allowed_hosts=allow_hosts, allowed_origins=allow_origins)  # malformed entries: likewise
     if transport == "http" and workers > 1:
-        from prove_core.env.fleet import WILDCARD_HOSTS
+        from prove_core.serve.fleet import WILDCARD_HOSTS
 
         _serve_fleet(names, workers=workers, host=host, port=port, token=token, args=[
             "--seed", str(seed), "--ttl", str(ttl), "--max-sessions", str(max_sessions), "--call-timeout",
@@ -265,7 +265,7 @@ def openenv_serve(names: tuple[str, ...], corpus: str | None, config: str | None
     if max_envs < 1:
         raise ProveError(f"--max-envs must be at least 1, got {max_envs}")
     try:  # the bundled OpenEnv adapter (the one command the core takes from prove_plugins: test_seams)
-        from prove_plugins.openenv_server import build, serve
+        from prove_plugins.integrations.openenv_server import build, serve
     except ImportError as exc:
         raise ProveError(f"OpenEnv is not installed ({exc}): pip install 'prove[openenv]'") from None
     served = build(list(names), corpus=corpus, config=config, seed=seed, plugins=_plugins())
@@ -277,7 +277,7 @@ def openenv_serve(names: tuple[str, ...], corpus: str | None, config: str | None
 def _serve_fleet(names: tuple[str, ...], *, workers: int, host: str, port: int, token: str | None,
                  args: list[str]) -> None:
     """``prove serve --workers N``: N backends behind nginx until Ctrl-C or one of them stops."""
-    from prove_core.env.fleet import Fleet
+    from prove_core.serve.fleet import Fleet
 
     fleet = Fleet([*names, *args], workers=workers, host=host, port=port, env={"PROVE_TOKEN": token} if token else None)
     with fleet:

@@ -238,7 +238,7 @@ class SynthConfig:
 
 @attrs.frozen(kw_only=True)
 class ModelConfig:
-    """``[[eval.models]]``: a model client (``prove_plugins.models.clients``: hf, openai, oracle, no_call,
+    """``[[eval.models]]``: a model client (``prove_plugins.train.models.clients``: hf, openai, oracle, no_call,
     spammer) under a display name; ``options`` are structured in phase 2 with its ``Config``."""
 
     name: str
@@ -271,7 +271,7 @@ class EvalConfig:
 class TrainModelConfig:
     """``[train.model]``: the model to train. ``path`` names a Hugging Face model folder (weights,
     tokenizer and chat template); without it a tiny model with random weights is built from the
-    fields below and a tokenizer is trained on the corpus (``prove_plugins.models.tiny``)."""
+    fields below and a tokenizer is trained on the corpus (``prove_plugins.train.models.tiny``)."""
 
     path: str | None = None
     hidden_size: int = attrs.field(default=128, validator=attrs.validators.gt(0))

@@ -1,3 +1,4 @@
-"""Live environments: sessions of a server and the in-process executor (``runtime``), the MCP
-path (``serving``), scripted episodes (``episode``), the multi-turn rollout loop that training,
-evaluation and replays share (``rollout``) and the generated server catalog (``catalog``)."""
+"""Live environments: sessions of a server and the in-process executor (``runtime``), scripted
+episodes (``episode``), task-record drift checks (``drift``) and the generated server catalog
+(``catalog``). Serving them over MCP lives in ``prove_core.serve``; playing a policy on them, in
+``prove_core.reward.rollout``."""

@@ -395,7 +395,7 @@ class ServerRuntime:
             )
         self._drop(next(iter(self._sessions)), "evicted")
 
-    # -- session control (the HTTP control API: prove_core.env.control) --------------------------
+    # -- session control (the HTTP control API: prove_core.serve.control) --------------------------
     def live_session(self, session_id: str) -> Session | None:
         """The live session with this id, or None. Unlike ``session`` it never creates one and is
         not a use: reading a session's state neither keeps it alive nor moves it in the LRU order."""

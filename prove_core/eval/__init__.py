@@ -1,2 +1,2 @@
 """``prove eval``: the evaluator contract, outcomes and reports (``core``). Evaluators themselves
-are plugins (``prove_plugins.eval_*``)."""
+are plugins (``prove_plugins.eval``)."""

@@ -40,9 +40,9 @@ from typing import Any, ClassVar, Protocol
 import attrs
 import structlog
 
-from prove_core.env.rollout import Policy, PolicyTurn
 from prove_core.errors import ConfigError
 from prove_core.model import JsonlWriter, read_jsonl
+from prove_core.reward.rollout import Policy, PolicyTurn
 
 log = structlog.get_logger()
 

@@ -85,7 +85,7 @@ def prove_register_clients(register: Register) -> None:
 @hookspec
 def prove_episode_start(server: str, session_id: str, task: Any) -> None:
     """Called when an episode starts on a fresh session: every rollout (training, evaluation,
-    ``prove_core.env.rollout.rollout``), every synthesis replay and every scripted episode played
+    ``prove_core.reward.rollout.rollout``), every synthesis replay and every scripted episode played
     on an environment built with the plugins' hooks. ``server`` is the server's name (several
     mounted servers: their names, sorted, joined with commas); ``session_id`` the episode's live
     session; ``task`` the ``prove_core.model.Task`` being played (for a scripted episode, whose
@@ -95,7 +95,7 @@ def prove_episode_start(server: str, session_id: str, task: Any) -> None:
 @hookspec
 def prove_episode_end(server: str, session_id: str, task: Any, result: Any) -> None:
     """Called when an episode ends, before its session is closed, with the same ``server`` and
-    ``session_id`` and its result: a ``prove_core.env.rollout.Played`` for a rollout (transcript,
+    ``session_id`` and its result: a ``prove_core.reward.rollout.Played`` for a rollout (transcript,
     parsed calls, final state hash), a ``prove_core.synth.validation.Verdict`` for a replay, a
     ``prove_core.env.episode.EpisodeResult`` (steps and outcomes) for a scripted episode, whose
     ``task`` is then the finished one with its ground-truth calls."""

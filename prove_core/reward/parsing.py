@@ -4,7 +4,7 @@ A parser (component kind ``parsers``) turns one assistant turn of raw text into 
 ``ParsedTurn``: the calls it found, in order, each a ``ToolCall`` or a typed ``ParseFailure``,
 and the text left over. Parsers never raise on any input: malformed text becomes a
 ``ParseFailure`` that the validity reward scores as a call failing its first tier. The bundled
-parsers (Hermes/Qwen, Llama 3, Mistral, Granite, OpenAI) live in ``prove_plugins.parsers``::
+parsers (Hermes/Qwen, Llama 3, Mistral, Granite, OpenAI) live in ``prove_plugins.reward.parsers``::
 
     @hookimpl
     def prove_register_parsers(register):

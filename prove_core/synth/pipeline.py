@@ -43,7 +43,7 @@ log = structlog.get_logger()
 
 class SamplingContext(Protocol):
     """What the pipeline uses of the object a sampler's ``sample(env, rules)`` returns (the
-    bundled ``prove_plugins.sampler.SamplingContext`` is one): ``subset`` draws the entities of a
+    bundled ``prove_plugins.synth.sampler.SamplingContext`` is one): ``subset`` draws the entities of a
     stretch of conversations, and the conversation machine asks the subset for ``candidates``."""
 
     def subset(self, rng: random.Random, size: int) -> SamplingContext: ...
@@ -68,7 +68,7 @@ def _sample(registry: Any, cfg: SynthConfig, env: Environment, rules: list[Suppo
         raise PluginError(
             f"sampler {cfg.sampler!r} from plugin {plugin!r} returned a {type(context).__name__} from sample(env, rules), "
             f"not a sampling context (it has no {' or '.join(f'{m}()' for m in missing)}): return an object with "
-            "subset(rng, size) and candidates(server, entity), such as prove_plugins.sampler.SamplingContext")
+            "subset(rng, size) and candidates(server, entity), such as prove_plugins.synth.sampler.SamplingContext")
     return context
 
 

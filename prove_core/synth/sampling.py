@@ -12,7 +12,7 @@ It is a class the registry builds from its options::
 ``rules`` are the experiment's ``[[synth.rules]]`` as ``SupportRule``s: a sampler keeps an entity
 only if every rule for its entity type holds. What ``sample`` returns is handed to the teacher and
 the conversation machine as the sampling context (the bundled ``live`` sampler returns a
-``prove_plugins.sampler.SamplingContext``).
+``prove_plugins.synth.sampler.SamplingContext``).
 """
 
 from __future__ import annotations

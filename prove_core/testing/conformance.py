@@ -46,7 +46,7 @@ from typing import Any
 import attrs
 import jsonschema
 
-from prove_core.env.runtime import ServerRuntime, ToolResult, build_runtime, example_at  # example_at: re-exported
+from prove_core.env.runtime import ServerRuntime, ToolResult, build_runtime, example_at
 from prove_core.toolkit.server import Server, ToolDef
 from prove_core.toolkit.state import Snapshot, State
 
@@ -559,7 +559,7 @@ def check_entity_names(server: Server, seed: int) -> Check:
 async def _mcp_calls(runtime: ServerRuntime, calls: list[tuple[str, str, Any]]) -> tuple[list[Any], list[Any]]:
     from fastmcp import Client
 
-    from prove_core.env.serving import build_app
+    from prove_core.serve.app import build_app
 
     results = []
     async with Client(build_app([runtime])) as client:

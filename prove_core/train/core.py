@@ -17,8 +17,8 @@ training examples and the held-out ones, the reward (``prove_core.reward.core``:
 components), ``environment(task)`` (the task's servers, from which every rollout forks its own
 live session) with the rollout limits, the perturber (when ``[train].perturb`` asks to perturb
 prompts again), the output folder, a metrics log and ``echo`` for progress. Rollouts go through
-``prove_core.env.rollout.rollout`` (a policy that can batch its episodes, such as a local model's
-``prove_plugins.models.hf.HFPolicy``, plays them with its ``play_batch`` capability, which runs the
+``prove_core.reward.rollout.rollout`` (a policy that can batch its episodes, such as a local model's
+``prove_plugins.train.models.hf.HFPolicy``, plays them with its ``play_batch`` capability, which runs the
 same loop), so tool calls are parsed from the model's text, run on that rollout's session and fed
 back with the chat template.
 
@@ -42,11 +42,11 @@ import attrs
 import structlog
 
 from prove_core.config import Experiment, TrainConfig, resolve
-from prove_core.env.rollout import RolloutLimits
 from prove_core.env.runtime import Environment, Environments
 from prove_core.errors import ConfigError, UnknownComponent
 from prove_core.model import Example, from_json, read_jsonl, write_atomic
 from prove_core.reward.core import Reward, RewardContext, RewardResult, Rollout, build_reward, check_scorable
+from prove_core.reward.rollout import RolloutLimits
 
 log = structlog.get_logger()
 
@@ -182,10 +182,10 @@ def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, enviro
              max_batch: int = 16) -> dict[str, Any]:
     """Play every held-out example ``samples`` times and score it: the mean reward per component,
     and under ``tasks`` the same per example (what the report pairs before and after GRPO).
-    A policy with the batching capability (``play_batch``, see ``prove_core.env.rollout.BatchPolicy``;
+    A policy with the batching capability (``play_batch``, see ``prove_core.reward.rollout.BatchPolicy``;
     a local ``HFPolicy`` has it) plays the episodes in batches; any other policy plays them one by
     one. ``out`` receives one JSON line per rollout (transcript and scores)."""
-    from prove_core.env.rollout import rollout
+    from prove_core.reward.rollout import rollout
 
     started = time.perf_counter()
     todo = [e for e in examples for _ in range(samples)]

@@ -213,8 +213,8 @@ def drive_evaluators(plugins, name, tmp_path, corpus):
 
 
 def drive_clients(plugins, name, tmp_path, corpus):
-    from prove_core.env.rollout import PolicyTurn, rollout
     from prove_core.eval.core import begin_episode, build_client
+    from prove_core.reward.rollout import PolicyTurn, rollout
 
     policy = build_client(ModelConfig(name="m", client=name), plugins.registry)
     turn = policy.respond([{"role": "user", "content": "hi"}], [])

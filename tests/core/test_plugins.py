@@ -161,9 +161,9 @@ def test_lifecycle_hooks_are_called(tmp_path):
     import json
 
     from prove_core.env.episode import EpisodeResult
-    from prove_core.env.rollout import Played, PolicyTurn, ScriptedPolicy, rollout
     from prove_core.env.runtime import Environments
     from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
+    from prove_core.reward.rollout import Played, PolicyTurn, ScriptedPolicy, rollout
     from prove_core.stages import run_experiment
     from prove_core.synth.validation import Verdict, replay
 
@@ -226,7 +226,7 @@ def test_every_hook_is_documented_with_its_signature():
     import inspect
     from pathlib import Path
 
-    from prove_core import hookspecs
+    from prove_core.plugin import hookspecs
 
     doc = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
     for name, fn in vars(hookspecs).items():
@@ -292,7 +292,7 @@ def test_a_bundled_plugin_that_breaks_the_contract_is_isolated_too():
     plugins = Plugins()
     sys.modules["tp_bad_bundled"] = make_module("tp_bad_bundled", prove_register_samplers=prove_register_samplers)
     try:
-        plugins.load(bundled=("tp_bad_bundled", "prove_plugins.sampler"), autoload=False)
+        plugins.load(bundled=("tp_bad_bundled", "prove_plugins.synth.sampler"), autoload=False)
     finally:
         del sys.modules["tp_bad_bundled"]
     assert plugins.registry.names("samplers") == ["live"]

@@ -244,7 +244,7 @@ def test_assistant_prose_as_openai_content_parts_is_prose(plugins):
 
 
 def test_the_evaluation_policy_reads_content_parts_the_same_way():
-    from prove_plugins.models.clients import turn_from_message
+    from prove_plugins.train.models.clients import turn_from_message
 
     turn = turn_from_message({"role": "assistant", "content": [{"type": "text", "text": "I can't do that."}]})
     assert turn.attempts == () and turn.content == "I can't do that."

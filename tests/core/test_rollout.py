@@ -2,12 +2,12 @@
 
 import json
 
-from prove_core.env.rollout import PolicyTurn, RolloutLimits, ScriptedPolicy, rollout
 from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.model import ToolCall
 from prove_core.plugin.manager import Plugins
 from prove_core.reward.core import build_reward
 from prove_core.reward.parsing import ParseFailure
+from prove_core.reward.rollout import PolicyTurn, RolloutLimits, ScriptedPolicy, rollout
 
 
 def _example():

@@ -422,8 +422,8 @@ def test_public_names_are_the_same_in_an_environment_over_mcp_and_for_perturbati
     from fastmcp import Client
 
     from prove_core.env.runtime import public_name
-    from prove_core.env.serving import build_app
     from prove_core.plugin.manager import Plugins
+    from prove_core.serve.app import build_app
     from prove_core.synth.perturbation import PerturbationContext
 
     registry = Plugins().load(autoload=False).registry

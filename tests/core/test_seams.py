@@ -18,7 +18,8 @@ def _imports(path: Path) -> list[str]:
 
 def test_the_core_imports_no_plugin_and_no_test_kit():
     allowed = {("prove_core/cli.py", "prove_core.testing.conformance"),  # `prove audit` runs the kit
-               ("prove_core/cli.py", "prove_plugins.openenv_server")}  # `prove openenv serve` runs the bundled adapter, lazily
+               # `prove openenv serve` runs the bundled adapter, lazily
+               ("prove_core/cli.py", "prove_plugins.integrations.openenv_server")}
     offenders = []
     for path in sorted((ROOT / "prove_core").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
@@ -30,13 +31,48 @@ def test_the_core_imports_no_plugin_and_no_test_kit():
     assert offenders == []
 
 
-def test_moved_types_are_the_cores_and_stay_importable_from_their_old_homes():
-    from prove_core.env.runtime import example_at
-    from prove_core.synth.sampling import SupportRule
-    from prove_core.testing import conformance
-    from prove_plugins import sampler
+# The core's packages, lowest first. A package may import its own modules and any package of a lower
+# layer, never one of its own layer or above: env knows nothing of serving or rewards, the reward
+# nothing of training. docs/architecture.md draws the same table.
+LAYERS = (
+    {"errors", "logging"},
+    {"model", "config"},
+    {"plugin"},
+    {"toolkit"},
+    {"env"},
+    {"serve", "reward", "synth"},
+    {"eval"},
+    {"train"},
+    {"testing"},
+    {"stages"},
+    {"cli"},
+    {"__main__"},
+)
+LAYER_OF = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}
 
-    assert conformance.example_at is example_at
-    assert sampler.SupportRule is SupportRule
-    rule = SupportRule(entity="account", field="balance", op="gt", value=0)
-    assert rule.holds({"balance": 5}) and not rule.holds({"balance": 0}) and rule.holds({})
+
+def _unit(path_or_module: str) -> str:
+    """``prove_core/env/runtime.py`` and ``prove_core.env.runtime`` -> ``env``; a top module -> its name."""
+    parts = path_or_module.removesuffix(".py").replace("/", ".").split(".")
+    return parts[1]
+
+
+def test_every_core_package_and_module_has_a_layer():
+    units = {p.name.removesuffix(".py") for p in (ROOT / "prove_core").iterdir()
+             if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.name != "__init__.py"}
+    assert units - {"defaults"} == set(LAYER_OF)
+
+
+def test_no_core_package_imports_one_of_its_layer_or_above():
+    offenders = []
+    for path in sorted((ROOT / "prove_core").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "prove_core/__init__.py" or rel.startswith("prove_core/defaults/"):
+            continue
+        here = _unit(rel)
+        for name in _imports(path):
+            if not name.startswith("prove_core.") or _unit(name) in (here, "defaults"):
+                continue
+            if LAYER_OF[_unit(name)] >= LAYER_OF[here]:
+                offenders.append(f"{rel} imports {name}")
+    assert offenders == []

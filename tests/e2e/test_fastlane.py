@@ -19,8 +19,8 @@ import pytest
 import uvicorn
 
 from prove_core.env.runtime import build_runtime
-from prove_core.env.serving import build_app, http_app
 from prove_core.plugin.manager import Plugins
+from prove_core.serve.app import build_app, http_app
 
 V = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}

@@ -36,7 +36,7 @@ def _ensure(module: str) -> None:
 def bfcl():
     _ensure("bfcl_eval")
     from prove_core.errors import ProveError
-    from prove_plugins import bfcl_servers
+    from prove_plugins.eval.servers import bfcl as bfcl_servers
 
     try:
         bfcl_servers.require_bfcl()
@@ -51,7 +51,7 @@ def bfcl():
 def tau2():
     _ensure("tau2")
     from prove_core.errors import ProveError
-    from prove_plugins import tau2_servers
+    from prove_plugins.eval.servers import tau2 as tau2_servers
 
     try:
         tau2_servers.require_tau2()

@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 
 from prove_core.config import ModelConfig
-from prove_core.env.rollout import PolicyTurn
 from prove_core.env.runtime import ServerRuntime
 from prove_core.eval.core import EvalContext, Reference, build_client, outcomes_of, run_evaluation
 from prove_core.model import ToolCall
-from prove_plugins.models.clients import OracleConfig, OraclePolicy
+from prove_core.reward.rollout import PolicyTurn
+from prove_plugins.train.models.clients import OracleConfig, OraclePolicy
 from tests.eval.conftest import eval_experiment, message
 
 SUBSET = 6  # entries per category in these tests; `prove eval --benchmark bfcl` runs all 800
 
 
 def _run(plugins, policy, **options):
-    from prove_plugins.eval_bfcl import Bfcl, BfclConfig
+    from prove_plugins.eval.bfcl import Bfcl, BfclConfig
 
     context = EvalContext(registry=plugins.registry, experiment=None, out_dir=Path("."), model="m")
     return list(Bfcl(BfclConfig(**{"limit": SUBSET, **options})).evaluate(policy, context))
@@ -74,7 +74,7 @@ def test_the_checker_fails_a_wrong_state_and_checks_are_kept_apart(bfcl, plugins
 def test_force_terminated_when_a_turn_runs_past_bfcls_step_limit(bfcl, plugins):
     from bfcl_eval.constants.default_prompts import MAXIMUM_STEP_LIMIT
 
-    from prove_plugins.eval_bfcl import MAXIMUM_STEP_LIMIT as OURS
+    from prove_plugins.eval.bfcl import MAXIMUM_STEP_LIMIT as OURS
 
     assert OURS == MAXIMUM_STEP_LIMIT
     spammer = build_client(ModelConfig(name="s", client="spammer", options={"turns": 100, "calls_per_turn": 1}),
@@ -86,7 +86,7 @@ def test_force_terminated_when_a_turn_runs_past_bfcls_step_limit(bfcl, plugins):
 def test_calls_run_through_bfcls_executor_and_unsafe_ones_are_not_evaluated(bfcl, tmp_path):
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
 
-    from prove_plugins.eval_bfcl import REFUSED_CALL, _Backends, _forget, _unsafe_arithmetic
+    from prove_plugins.eval.bfcl import REFUSED_CALL, _Backends, _forget, _unsafe_arithmetic
 
     entry = bfcl.entries("base")[0]
     calls = ["ls()", "cd(folder='document')", "cd(folder='nowhere')", "mkdir(dir_name='temp')", "pwd()",
@@ -147,7 +147,7 @@ def test_a_failed_request_fails_its_entry_and_the_run_goes_on_with_bfcls_request
     assert body["messages"][0]["role"] == "system" and "[func_name1(params_name1=params_value1" in body["messages"][0]["content"]
     (outcome,) = outcomes_of(tmp_path / "p" / "e" / "eval", "m", "bfcl-prompting")
     assert outcome["details"]["protocol"] == "prompting" and outcome["details"]["decoded"][0] == [["pwd(x=1)"]]
-    from prove_plugins.models.clients import OpenAIConfig, OpenAIPolicy, RequestDefaults, configured
+    from prove_plugins.train.models.clients import OpenAIConfig, OpenAIPolicy, RequestDefaults, configured
 
     assert OpenAIPolicy(OpenAIConfig()).settings() == {"temperature": 0.0, "max_tokens": 1024}  # other benchmarks
     assert configured(OpenAIPolicy(OpenAIConfig()), RequestDefaults(seed=3)).settings() == {"temperature": 0.0, "seed": 3}

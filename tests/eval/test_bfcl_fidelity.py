@@ -64,7 +64,7 @@ def test_the_comparison_catches_a_departure(pipeline, monkeypatch):
     """The check can fail: PROVE's former reading of a reply (its parsed calls, where empty
     arguments become {} and run) and former scoring (force-quit fails the entry, whatever the
     turn) both disagree with BFCL."""
-    from prove_plugins import eval_bfcl
+    from prove_plugins.eval import bfcl as eval_bfcl
 
     chosen = ids("base")[:3]
     original_step, original_check = eval_bfcl._fc_step, eval_bfcl.Bfcl.check

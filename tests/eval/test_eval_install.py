@@ -54,7 +54,7 @@ RUN = textwrap.dedent('''
     assert "MathAPI" in question["involved_classes"] and "1.3" in results[-1][0], results
 
     from prove_core.env.runtime import ServerRuntime
-    from prove_plugins import bfcl_servers
+    from prove_plugins.eval.servers import bfcl as bfcl_servers
     runtime = ServerRuntime(bfcl_servers.bfcl_math_api, seed=49)
     session = runtime.new_session()
     result = runtime.call(session, "logarithm", {"value": 20, "base": 10, "precision": 2})
@@ -62,8 +62,8 @@ RUN = textwrap.dedent('''
 
     from prove_core.eval.core import EvalContext
     from prove_core.plugin.manager import Plugins
-    from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig
-    from prove_plugins.models.clients import OracleConfig, OraclePolicy
+    from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig
+    from prove_plugins.train.models.clients import OracleConfig, OraclePolicy
     config = Tau2Config(domains=["mock"], task_ids=["create_task_1"], user=UserConfig(client="scripted"))
     context = EvalContext(registry=Plugins().load(autoload=False).registry, experiment=None, out_dir=Path("."), model="m")
     (outcome,) = Tau2(config).evaluate(OraclePolicy(OracleConfig()), context)

@@ -8,7 +8,6 @@ import pytest
 
 from prove_core import hookimpl
 from prove_core.config import ModelConfig
-from prove_core.env.rollout import PolicyTurn
 from prove_core.errors import ConfigError, ProveError, UnknownComponent
 from prove_core.eval.core import (
     Outcome,
@@ -24,7 +23,8 @@ from prove_core.eval.core import (
 from prove_core.model import JsonlWriter, ToolCall
 from prove_core.plugin.manager import Plugins
 from prove_core.reward.parsing import ParseFailure
-from prove_plugins.models.clients import OpenAIConfig, OpenAIPolicy
+from prove_core.reward.rollout import PolicyTurn
+from prove_plugins.train.models.clients import OpenAIConfig, OpenAIPolicy
 from tests.eval.conftest import eval_experiment, message
 
 
@@ -119,7 +119,7 @@ def test_clients_are_looked_up_in_the_registry():
     plugins = Plugins().load(autoload=False)
     registry = plugins.registry
     assert registry.names("clients") == ["hf", "no_call", "openai", "oracle", "spammer"]
-    assert all(registry.component("clients", n).plugin == "prove_plugins.models.clients" for n in registry.names("clients"))
+    assert all(registry.component("clients", n).plugin == "prove_plugins.train.models.clients" for n in registry.names("clients"))
     with pytest.raises(UnknownComponent, match=r"no client named 'oracel' \(registered: hf, no_call, openai, oracle, spammer\)"):
         build_client(ModelConfig(name="m", client="oracel"), registry)
     with pytest.raises(ConfigError, match=r"\$\.eval\.models\[3\]\.options: extra fields found \(replies\)"):

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory, corpus):
-    from prove_plugins.models.tiny import build_tiny_model, corpus_texts, train_tokenizer
+    from prove_plugins.train.models.tiny import build_tiny_model, corpus_texts, train_tokenizer
 
     examples = [from_json(r, Example) for r in read_jsonl(corpus)]
     tokenizer = train_tokenizer(corpus_texts(examples), vocab_size=512)
@@ -48,7 +48,7 @@ def bfcl_checkpoint(tmp_path_factory, corpus, bfcl):
     tokens) and whose context holds them (16,384 positions)."""
     import json
 
-    from prove_plugins.models.tiny import build_tiny_model, corpus_texts, train_tokenizer
+    from prove_plugins.train.models.tiny import build_tiny_model, corpus_texts, train_tokenizer
 
     examples = [from_json(r, Example) for r in read_jsonl(corpus)]
     docs = [json.dumps(list(bfcl.function_docs(c)), indent=4) for c in bfcl.SERVERS.values()]
@@ -64,8 +64,8 @@ def test_hf_context_comes_from_the_model_and_settings_follow_bfcl_unless_set(plu
     from prove_core.config import ModelConfig
     from prove_core.errors import ProveError, RequestFailed
     from prove_core.eval.core import build_client
-    from prove_plugins.eval_bfcl import request_defaults
-    from prove_plugins.models.clients import RequestDefaults, configured
+    from prove_plugins.eval.bfcl import request_defaults
+    from prove_plugins.train.models.clients import RequestDefaults, configured
 
     def client(**options):
         return build_client(ModelConfig(name="m", client="hf", options={"path": str(checkpoint), **options}),

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from prove_core.env.rollout import PolicyTurn
 from prove_core.errors import ConfigError, RequestFailed
 from prove_core.eval.core import EvalContext, Reference
 from prove_core.model import ToolCall
-from prove_plugins import eval_nestful as nf
-from prove_plugins.models.clients import NoCallPolicy, OracleConfig, OraclePolicy
+from prove_core.reward.rollout import PolicyTurn
+from prove_plugins.eval import nestful as nf
+from prove_plugins.train.models.clients import NoCallPolicy, OracleConfig, OraclePolicy
 
 PIN = nf.PACKAGE_PIN
 
@@ -427,7 +427,7 @@ def test_prove_eval_runs_it_resumes_and_keeps_nestfuls_corpus_scores(package, tm
     from prove_core.plugin.manager import BUNDLED, Plugins
     from tests.eval.conftest import eval_experiment
 
-    plugins = Plugins().load(bundled=(*BUNDLED, "prove_plugins.eval_nestful"), autoload=False)
+    plugins = Plugins().load(bundled=(*BUNDLED, "prove_plugins.eval.nestful"), autoload=False)
     models = [{"name": "oracle", "client": "oracle"}, {"name": "no_call", "client": "no_call"}]
     experiment = eval_experiment(tmp_path, models=models,
                                  benchmarks=[{"name": "nestful", "options": {"limit": 2, "protocol": "tools"}}])
@@ -450,7 +450,7 @@ def test_prove_eval_runs_it_resumes_and_keeps_nestfuls_corpus_scores(package, tm
 def test_the_evaluator_registers_and_checks_its_options():
     from prove_core.plugin.manager import BUNDLED, Plugins
 
-    plugins = Plugins().load(bundled=(*BUNDLED, "prove_plugins.eval_nestful"), autoload=False)
+    plugins = Plugins().load(bundled=(*BUNDLED, "prove_plugins.eval.nestful"), autoload=False)
     evaluator = plugins.registry.build("evaluators", "nestful", {"protocol": "tools", "limit": 2})
     assert isinstance(evaluator, nf.Nestful) and evaluator.config.protocol == "tools"
     for bad in ({"protocol": "xml"}, {"splits": ["glaive", "toolbench"]}, {"limit": 0}):
@@ -474,4 +474,4 @@ def test_icl_examples_come_from_a_file_when_given(tmp_path):
     examples = nf.Nestful(nf.NestfulConfig(icl_path=str(path), icl_examples=2)).examples()
     assert nf.icl_text(examples) == ('\n#Example-1\nInput: q1\nOutput: [{"name": "f", "arguments": {}, "label": "$var_1"}]\n'
                                      "\n#Example-2\nInput: q2\nOutput: []\n")
-    assert Path(nf.__file__).name == "eval_nestful.py"
+    assert Path(nf.__file__).as_posix().endswith("eval/nestful.py")

@@ -5,7 +5,7 @@ import json
 
 from prove_core.eval.core import ALL, outcomes_of, run_evaluation
 from prove_core.model import Example, from_json, read_jsonl
-from prove_plugins.eval_prove import chain_key, reference_of, split_corpus, tools_called
+from prove_plugins.eval.suites import chain_key, reference_of, split_corpus, tools_called
 from tests.eval.conftest import eval_experiment
 
 

@@ -10,7 +10,7 @@ import pytest
 from prove_core.config import ModelConfig
 from prove_core.env.runtime import ServerRuntime
 from prove_core.eval.core import EvalContext, Reference, build_client
-from prove_plugins.models.clients import OracleConfig, OraclePolicy
+from prove_plugins.train.models.clients import OracleConfig, OraclePolicy
 from tests.eval.conftest import message
 
 # tasks whose golden actions write (so leaving one out must change the end state)
@@ -25,7 +25,7 @@ def _context(plugins):
 
 
 def _run(plugins, policy, domain, ids, **options):
-    from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig
+    from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig
 
     config = Tau2Config(domains=[domain], task_ids=ids, user=UserConfig(client="scripted"), **options)
     return {o.task_id: o for o in Tau2(config).evaluate(policy, _context(plugins))}
@@ -61,7 +61,7 @@ def test_the_conversation_is_scored_by_tau2s_own_evaluator(tau2, plugins):
     assert messages[0]["role"] == "system" and "<policy>" in messages[0]["content"]
     from tau2.orchestrator.orchestrator import DEFAULT_FIRST_AGENT_MESSAGE
 
-    from prove_plugins.eval_tau2 import GREETING
+    from prove_plugins.eval.tau2 import GREETING
 
     assert messages[1] == {"role": "assistant", "content": GREETING} == {"role": "assistant",
                                                                           "content": DEFAULT_FIRST_AGENT_MESSAGE.content}
@@ -77,7 +77,7 @@ def test_max_steps_ends_a_conversation_and_scores_zero(tau2, plugins):
 def test_tool_results_are_what_tau2s_environment_sends(tau2):
     from tau2.data_model.message import ToolCall
 
-    from prove_plugins.eval_tau2 import render
+    from prove_plugins.eval.tau2 import render
 
     env = tau2.environment("mock")
     runtime = ServerRuntime(tau2.tau2_mock, seed=0)
@@ -109,7 +109,7 @@ def test_domains_are_prove_servers_with_sessions_and_tau2s_hash(tau2):
 
 
 def test_llm_user_simulator_is_an_openai_compatible_endpoint(tau2, plugins, endpoint):
-    from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig
+    from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig
 
     url, handler = endpoint
     handler.replies = [(200, message(content="Please create a task 'Important Meeting' for user_1.")),
@@ -126,7 +126,7 @@ def test_llm_user_simulator_is_an_openai_compatible_endpoint(tau2, plugins, endp
 
 
 def test_options_are_checked():
-    from prove_plugins.eval_tau2 import Tau2Config, UserConfig
+    from prove_plugins.eval.tau2 import Tau2Config, UserConfig
 
     with pytest.raises(ValueError, match="domains"):
         Tau2Config(domains=["telecom"])
@@ -138,7 +138,7 @@ def test_options_are_checked():
 def test_defaults_are_tau2s():
     import tau2.config as tc
 
-    from prove_plugins import eval_tau2
+    from prove_plugins.eval import tau2 as eval_tau2
 
     config = eval_tau2.Tau2Config()
     assert (config.max_steps, config.max_errors, config.seed) == (tc.DEFAULT_MAX_STEPS, tc.DEFAULT_MAX_ERRORS, tc.DEFAULT_SEED)
@@ -175,7 +175,7 @@ def test_tool_messages_are_tau2s_text_for_every_kind_of_call(tau2):
 
 
 def _openai(url, **options):
-    from prove_plugins.models.clients import OpenAIConfig, OpenAIPolicy
+    from prove_plugins.train.models.clients import OpenAIConfig, OpenAIPolicy
 
     return OpenAIPolicy(OpenAIConfig(base_url=url, model="agent", **options))
 
@@ -208,7 +208,7 @@ def test_an_empty_answer_is_asked_again_then_fails_and_a_broken_call_fails_at_on
 def test_requests_follow_tau2s_defaults_unless_the_options_set_them(tau2, plugins, endpoint):
     import tau2.config as tc
 
-    from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig, trial_seed
+    from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig, trial_seed
 
     url, handler = endpoint
     config = Tau2Config(domains=["mock"], task_ids=["create_task_1"], user=UserConfig(base_url=url, model="sim"))
@@ -226,7 +226,7 @@ def test_requests_follow_tau2s_defaults_unless_the_options_set_them(tau2, plugin
 
 def test_the_agent_saying_stop_does_not_end_the_conversation(tau2, plugins):
     """τ²'s LLMAgent never stops: ###STOP### from the agent is prose for the user."""
-    from prove_plugins.models.clients import NoCallConfig, NoCallPolicy
+    from prove_plugins.train.models.clients import NoCallConfig, NoCallPolicy
 
     outcome = _run(plugins, NoCallPolicy(NoCallConfig(reply="###STOP###")), "mock", ["create_task_1"])["mock_create_task_1"]
     assert outcome.details["termination"] == "user_stop"
@@ -244,7 +244,7 @@ def test_steps_count_every_message_as_tau2_does(tau2, plugins):
 
 
 def test_a_failing_user_simulator_fails_the_task_and_the_run_goes_on(tau2, plugins, endpoint):
-    from prove_plugins.eval_tau2 import Tau2, Tau2Config, UserConfig
+    from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig
 
     url, handler = endpoint
     handler.replies = [(400, {"error": "bad request"}),  # task 1: the user simulator's first request

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from prove_core.env.rollout import PolicyTurn
 from prove_core.errors import ConfigError, RequestFailed
 from prove_core.eval.core import EvalContext, outcomes_of, run_evaluation
 from prove_core.model import ToolCall
 from prove_core.plugin.manager import Plugins
-from prove_plugins import eval_teval
-from prove_plugins.eval_teval import (
+from prove_core.reward.rollout import PolicyTurn
+from prove_plugins.eval import teval as eval_teval
+from prove_plugins.eval.teval import (
     LexicalSimilarity,
     TEval,
     TEvalConfig,
@@ -429,7 +429,7 @@ def test_a_local_sentence_transformers_folder_is_used_as_sentence_transformers_w
 
 def test_the_oracle_and_a_silent_model_through_prove_eval(tmp_path):
     plugins = Plugins().load(autoload=False)
-    plugins.add(eval_teval, name="prove_plugins.eval_teval")
+    plugins.add(eval_teval, name="prove_plugins.eval.teval")
     assert plugins.registry.component("evaluators", "teval").summary.startswith("T-Eval")
     models = [{"name": "oracle", "client": "oracle"}, {"name": "no_call", "client": "no_call"}]
     experiment = eval_experiment(tmp_path, models=models, plots=False,
@@ -457,7 +457,7 @@ def test_the_oracle_and_a_silent_model_through_prove_eval(tmp_path):
 
 def test_the_config_is_checked_when_the_benchmark_is_built(tmp_path):
     plugins = Plugins().load(autoload=False)
-    plugins.add(eval_teval, name="prove_plugins.eval_teval")  # (nothing happens when it is bundled)
+    plugins.add(eval_teval, name="prove_plugins.eval.teval")  # (nothing happens when it is bundled)
     bad = eval_experiment(tmp_path, models=[{"name": "o", "client": "oracle"}],
                           benchmarks=[{"name": "teval", "options": {"data_dir": str(tmp_path), "abilities": ["plan", "nope"]}}])
     with pytest.raises(ConfigError, match=r"\$\.eval\.benchmarks\[0\]\.options.*abilities"):

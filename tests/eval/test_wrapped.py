@@ -8,7 +8,7 @@ import pytest
 from prove_core.env.runtime import ServerRuntime
 from prove_core.errors import FailedPrecondition
 from prove_core.testing import audit
-from prove_plugins.wrapped import ObjectServer, WrappedTool, canonical, fingerprint_of_attributes
+from prove_plugins.eval.servers.wrapped import ObjectServer, WrappedTool, canonical, fingerprint_of_attributes
 
 
 class Node:

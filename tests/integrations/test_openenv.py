@@ -25,13 +25,13 @@ import uvicorn  # noqa: E402
 from openenv.core import GenericEnvClient, MCPToolClient  # noqa: E402
 
 from prove_core.config import load_experiment  # noqa: E402
-from prove_core.env.rollout import opening, user_turns  # noqa: E402
 from prove_core.env.runtime import Environments  # noqa: E402
 from prove_core.errors import ProveError  # noqa: E402
 from prove_core.model import Example, from_json, read_jsonl, to_json  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.reward.core import Rollout, build_reward  # noqa: E402
-from prove_plugins.openenv_server import EpisodeError, ProveAction, build  # noqa: E402
+from prove_core.reward.rollout import opening, user_turns  # noqa: E402
+from prove_plugins.integrations.openenv_server import EpisodeError, ProveAction, build  # noqa: E402
 
 
 @pytest.fixture(scope="module")

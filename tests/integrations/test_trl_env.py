@@ -1,4 +1,4 @@
-"""``prove_plugins.trl_env``: PROVE servers as TRL's ``environment_factory`` — the generated tool
+"""``prove_plugins.integrations.trl_env``: PROVE servers as TRL's ``environment_factory`` — the generated tool
 methods and their schemas, live calls, reuse after reset, drift, the reward, and TRL's real
 ``GRPOTrainer`` driving it on a tiny random model (CPU)."""
 
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import pytest
 
-from prove_plugins.trl_env import ProveEnvironment, TaskDrift, prove_environment_factory, rl_dataset, tool_annotation
+from prove_plugins.integrations.trl_env import ProveEnvironment, TaskDrift, prove_environment_factory, rl_dataset, tool_annotation
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -361,7 +361,7 @@ def test_the_reward_function_form_reads_the_reply_and_logs_every_component(plugi
 
 
 def tiny_tokenizer_for(texts):
-    from prove_plugins.models.tiny import train_tokenizer
+    from prove_plugins.train.models.tiny import train_tokenizer
 
     return train_tokenizer(texts, vocab_size=1024)
 
@@ -374,7 +374,7 @@ def tiny(corpus):
     from trl.chat_template_utils import qwen2_5_chat_template
 
     from prove_core.model import read_jsonl
-    from prove_plugins.models.tiny import corpus_texts
+    from prove_plugins.train.models.tiny import corpus_texts
 
     tokenizer = tiny_tokenizer_for(corpus_texts(list(read_jsonl(corpus))))
     tokenizer.chat_template = qwen2_5_chat_template
@@ -424,7 +424,7 @@ def test_grpo_trainer_resets_a_pooled_environment_per_rollout_and_logs_the_rewar
     """TRL's real loop with the tiny model generating (random text: its tool calls rarely parse)."""
     from trl import GRPOTrainer
 
-    from prove_plugins.models.tiny import build_tiny_model
+    from prove_plugins.train.models.tiny import build_tiny_model
 
     log: Counter = Counter()
     Env = counting(Banking, log)
@@ -487,7 +487,7 @@ def test_grpo_trainer_dispatches_parsed_tool_calls_to_the_methods_and_scores_eac
                                                                                             rows, plugins):
     """Scripted generations (the tiny model cannot write a tool call) through TRL's parser, tool
     loop and reward function, with the reward as the ``prove`` reward function."""
-    from prove_plugins.models.tiny import build_tiny_model
+    from prove_plugins.train.models.tiny import build_tiny_model
 
     log: Counter = Counter()
     Env = counting(prove_environment_factory("banking", plugins=plugins, reward_source="function", name="Banking"), log)

@@ -134,11 +134,11 @@ def verl_package(name: str, path: Path) -> types.ModuleType:
 
 @pytest.fixture(scope="module")
 def verl() -> Iterator[Any]:
-    """verl's agent loop classes, and ``prove_plugins.trainers.verl_agent`` imported against them; the
+    """verl's agent loop classes, and ``prove_plugins.train.verl_agent`` imported against them; the
     modules leave ``sys.modules`` with the fixture."""
 
     def loaded() -> list[str]:
-        return [k for k in sys.modules if k.split(".")[0] == "verl" or k == "prove_plugins.trainers.verl_agent"]
+        return [k for k in sys.modules if k.split(".")[0] == "verl" or k == "prove_plugins.train.verl_agent"]
 
     saved = {k: sys.modules.pop(k) for k in loaded()}
     try:
@@ -153,7 +153,7 @@ def verl() -> Iterator[Any]:
         replica = verl_module("verl.workers.rollout.replica", "workers/rollout/replica.py", only={"TokenOutput"})
         from verl.utils.dataset.rl_dataset import RLHFDataset
 
-        agent = importlib.import_module("prove_plugins.trainers.verl_agent")
+        agent = importlib.import_module("prove_plugins.train.verl_agent")
         assert not {"ray", "vllm", "sglang", "deepspeed", "flash_attn"} & set(sys.modules)
         assert any("ray" in line for line in agent_loop.LEFT_OUT)  # what was left out is what needs Ray
         yield types.SimpleNamespace(agent_loop=agent_loop, TokenOutput=replica.TokenOutput, RLHFDataset=RLHFDataset,
@@ -338,7 +338,7 @@ class Server:
             await asyncio.sleep(3600)
         budget = sampling_params["max_tokens"]
         if self.model is not None:
-            from prove_plugins.models.hf import Generator, Sampling
+            from prove_plugins.train.models.hf import Generator, Sampling
 
             out = Generator(self.model, self.tokenizer, Sampling(max_new_tokens=min(24, budget)))([prompt_ids])[0]
         else:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from prove_core.model import ToolCall
 from prove_core.reward.parsing import ParsedTurn, ParseFailure, safe_parse
-from prove_plugins.parsers import ALIASES, PARSERS, Granite, Hermes, Llama3, Mistral, OpenAI
+from prove_plugins.reward.parsers import ALIASES, PARSERS, Granite, Hermes, Llama3, Mistral, OpenAI
 from tests.support.reward_tasks import registry
 
 

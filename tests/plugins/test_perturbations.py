@@ -14,7 +14,7 @@ from prove_core.synth.perturbation import (
     build_perturber,
     tool_name,
 )
-from prove_plugins.perturbations import Distractors, EnumStripping, HiddenTool, Irrelevance
+from prove_plugins.synth.perturbations import Distractors, EnumStripping, HiddenTool, Irrelevance
 from tests.support.reward_tasks import banking_transfer_task, example_for, registry, shopping_checkout_task
 
 

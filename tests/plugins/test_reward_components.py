@@ -11,7 +11,7 @@ from prove_core.config import RewardComponentConfig, RewardConfig
 from prove_core.model import ToolCall
 from prove_core.reward.core import DEFAULT_COMPONENTS, Rollout, build_reward
 from prove_core.reward.parsing import ParseFailure
-from prove_plugins.rewards import budget
+from prove_plugins.reward.components import budget
 from tests.support.reward_tasks import banking_transfer_task, registry, shopping_checkout_task
 
 ALL = (*DEFAULT_COMPONENTS, "final_state")

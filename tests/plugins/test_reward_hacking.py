@@ -27,7 +27,7 @@ from prove_core.model import Example, ToolCall, from_json, read_jsonl
 from prove_core.reward.core import DEFAULT_COMPONENTS, Reward, Rollout, build_reward, preset_components
 from prove_core.synth.pipeline import synthesize
 from prove_core.toolkit.server import ToolSpec
-from prove_plugins.rewards import asks, budget, completion_claims, declines
+from prove_plugins.reward.components import asks, budget, completion_claims, declines
 from tests.support.reward_tasks import banking_transfer_task, plugins
 
 SERVERS = ("banking", "shopping", "payments", "travel_booking", "trading")
@@ -483,7 +483,7 @@ def test_honest_reply_reads_the_words(expected, text, value):
 
 
 def test_every_teacher_reply_template_is_an_honest_reply():
-    from prove_plugins import teacher
+    from prove_plugins.synth import teacher
 
     fill = {"what": "account", "what_i_can": "banking", "capability": "move money", "noun": "account"}
     for expected, templates in (("clarify", teacher.CLARIFY + teacher.ASK_INSTEAD),
@@ -593,8 +593,8 @@ def test_held_out_task_success_is_reported_beside_the_reward(corpus, rewards, tm
     end state (no call on clarify/abstain tasks), whatever the preset, and the report shows it."""
     from types import SimpleNamespace
 
-    from prove_core.env.rollout import PolicyTurn, ScriptedPolicy
     from prove_core.env.runtime import Environments
+    from prove_core.reward.rollout import PolicyTurn, ScriptedPolicy
     from prove_core.train.core import evaluate
     from prove_core.train.report import write_report
 

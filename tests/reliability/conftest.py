@@ -18,7 +18,7 @@ from prove_core.plugin.manager import Plugins
 FAULTY_CHILD = """
 import sys
 from prove_core.env.runtime import ServerRuntime
-from prove_core.env.serving import serve
+from prove_core.serve.app import serve
 from tests.reliability.faulty import server
 
 port, timeout, token = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]

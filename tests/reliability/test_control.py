@@ -21,7 +21,9 @@ import pytest
 import uvicorn
 
 from benchmarks.bench_load import free_port, server_errors
-from prove_core.env.client import (
+from prove_core.env.runtime import Environment, ServerRuntime
+from prove_core.serve.app import build_app, http_app
+from prove_core.serve.client import (
     BadRequest,
     ControlUnavailable,
     SessionClient,
@@ -30,8 +32,6 @@ from prove_core.env.client import (
     TooManySessions,
     Unauthorized,
 )
-from prove_core.env.runtime import Environment, ServerRuntime
-from prove_core.env.serving import build_app, http_app
 from prove_servers import banking, shopping
 from tests.reliability.conftest import RawMcp
 

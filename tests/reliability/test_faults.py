@@ -18,7 +18,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
 from prove_core.env.runtime import ServerRuntime
-from prove_core.env.serving import build_app
+from prove_core.serve.app import build_app
 from tests.reliability import faulty
 from tests.reliability.conftest import RawMcp, serve_faulty
 

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from benchmarks.bench_load import free_port, proxy_load, wait_for_port
-from prove_core.env.client import SessionClient, SessionNotFound
-from prove_core.env.fleet import Fleet, nginx_config, route_key
 from prove_core.errors import ConfigError
+from prove_core.serve.client import SessionClient, SessionNotFound
+from prove_core.serve.fleet import Fleet, nginx_config, route_key
 from tests.reliability.test_control import freeze_args
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)

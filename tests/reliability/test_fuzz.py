@@ -12,9 +12,8 @@ import time
 import pytest
 
 from benchmarks import bench_fuzz
-from prove_core.env.runtime import ServerRuntime
+from prove_core.env.runtime import ServerRuntime, example_at
 from prove_core.plugin.manager import Plugins
-from prove_core.testing.conformance import example_at
 
 SERVERS = Plugins().load(autoload=False).registry.names("servers")
 FAST_CASES_PER_TOOL = 16

@@ -15,7 +15,7 @@ from fastmcp.server.middleware import Middleware
 
 from benchmarks import bench_load
 from prove_core.env.runtime import ServerRuntime
-from prove_core.env.serving import build_app, http_app
+from prove_core.serve.app import build_app, http_app
 
 SERVERS = ["banking", "shopping", "filesystem", "calendar"]
 

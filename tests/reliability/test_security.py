@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prove_core import cli
-from prove_core.env import serving
 from prove_core.env.runtime import Environment, ServerRuntime
-from prove_core.env.serving import build_app
+from prove_core.serve import app as serving
+from prove_core.serve.app import build_app
 from prove_servers import filesystem
 from tests.support.toy import server as wallet
 

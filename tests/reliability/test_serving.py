@@ -29,8 +29,8 @@ from fastmcp import Client
 from benchmarks.bench_load import free_port, listening, server_errors
 from prove_core import __version__, cli
 from prove_core.env.runtime import ServerRuntime, ToolNameCollision
-from prove_core.env.serving import HostGuard, build_app, parse_mount, published_tools
 from prove_core.errors import ConfigError
+from prove_core.serve.app import HostGuard, build_app, parse_mount, published_tools
 from prove_servers.banking import server as banking
 from prove_servers.shopping import server as shopping
 from tests.reliability.conftest import RawMcp, jsonrpc_payload

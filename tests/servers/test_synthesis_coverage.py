@@ -15,7 +15,7 @@ from prove_core.plugin.manager import BUNDLED, Plugins
 from prove_core.reward.core import Rollout, build_reward
 from prove_core.synth.perturbation import PerturbationContext, tool_name
 from prove_core.synth.pipeline import synthesize
-from prove_plugins.perturbations import HiddenTool
+from prove_plugins.synth.perturbations import HiddenTool
 
 SERVERS = [m.removeprefix("prove_servers.") for m in BUNDLED if m.startswith("prove_servers.")]
 

@@ -9,7 +9,7 @@ from prove_core.model import Example, from_json, read_jsonl
 from prove_core.reward.core import Rollout, build_reward
 from prove_core.synth.pipeline import synthesize
 from prove_core.synth.validation import replay
-from prove_plugins.graph import SchemaLabeller
+from prove_plugins.synth.graph import SchemaLabeller
 
 
 def test_graph_of_mounted_servers_has_verified_value_flows(plugins):

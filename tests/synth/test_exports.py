@@ -232,7 +232,7 @@ def tokenizer(exported):
     pytest.importorskip("trl", reason="needs the train extra: pip install torch==2.13.0 && pip install -e '.[train]'")
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from prove_plugins.models.tiny import train_tokenizer
+    from prove_plugins.train.models.tiny import train_tokenizer
 
     lines = (exported.dir / "corpus.jsonl").read_text().splitlines()
     return train_tokenizer(lines, vocab_size=2000, template=qwen2_5_chat_template, model_max_length=1 << 16)
@@ -323,7 +323,7 @@ def test_trl_sft_trainer_trains_on_assistant_tokens_only(exported, tokenizer, tm
     from trl import SFTConfig, SFTTrainer
     from trl.chat_template_utils import qwen2_5_training_chat_template
 
-    from prove_plugins.models.tiny import build_tiny_model
+    from prove_plugins.train.models.tiny import build_tiny_model
 
     datasets.disable_progress_bars()
     data = datasets.load_dataset("json", data_files=str(exported.dir / "sft.jsonl"), split="train")
@@ -365,7 +365,7 @@ def test_trl_grpo_trainer_reads_the_rl_export(exported, tokenizer, tmp_path):
     import datasets
     from trl import GRPOConfig, GRPOTrainer
 
-    from prove_plugins.models.tiny import build_tiny_model
+    from prove_plugins.train.models.tiny import build_tiny_model
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     datasets.disable_progress_bars()

@@ -12,7 +12,7 @@ from prove_core.errors import ProveError
 from prove_core.model import Example, from_json, read_jsonl
 from prove_core.synth.pipeline import synthesize
 from prove_core.synth.validation import replay
-from prove_plugins.llm import ChatClient, LLMConfig, LLMLabeller
+from prove_plugins.synth.llm import ChatClient, LLMConfig, LLMLabeller
 from prove_servers.banking import server as banking
 from tests.synth.conftest import experiment
 

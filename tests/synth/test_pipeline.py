@@ -199,8 +199,8 @@ def test_a_resume_with_other_code_seeds_or_options_stops_and_fresh_starts_over(t
 def test_a_resume_after_a_server_code_change_stops(tmp_path, plugins, monkeypatch):
     import pytest
 
-    from prove_core import synthesis
     from prove_core.errors import ConfigError
+    from prove_core.synth import pipeline as synthesis
 
     exp = experiment(tmp_path, examples=5)
     synthesis.synthesize(exp, plugins, echo=lambda _: None, progress=False)

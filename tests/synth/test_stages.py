@@ -10,9 +10,10 @@ from prove_core.env.runtime import Environment, ServerRuntime
 from prove_core.errors import ConfigError
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.synth.graph import Chain, Edge, GraphCache, ToolGraph, coverage_report, schema_hash
+from prove_core.synth.sampling import SupportRule
 from prove_core.synth.validation import Deduper, provenance, replay, ungrounded_mentions
-from prove_plugins.graph import ChainExtractor, SchemaLabeller
-from prove_plugins.sampler import LiveSampler, SupportRule
+from prove_plugins.synth.graph import ChainExtractor, SchemaLabeller
+from prove_plugins.synth.sampler import LiveSampler
 from prove_servers.banking import server as banking
 from prove_servers.shopping import server as shopping
 
@@ -65,7 +66,7 @@ def test_cache_is_keyed_by_schema_hash(tmp_path, bank_env, bank_graph):
 
 
 def test_synthesis_reuses_the_cached_graph(tmp_path, plugins, monkeypatch):
-    from prove_core import synthesis
+    from prove_core.synth import pipeline as synthesis
     from tests.synth.conftest import experiment
 
     exp = experiment(tmp_path, examples=3)

@@ -7,10 +7,10 @@ import types
 import pytest
 
 from prove_core.config import load_experiment
-from prove_core.env.rollout import PolicyTurn, ScriptedPolicy
 from prove_core.errors import ConfigError
 from prove_core.model import ToolCall
 from prove_core.plugin.manager import Plugins
+from prove_core.reward.rollout import PolicyTurn, ScriptedPolicy
 from prove_core.train.core import TrainResult, evaluate, run_training, split
 
 

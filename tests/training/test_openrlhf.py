@@ -126,7 +126,7 @@ class TinyEngine:
     """Stands in for a vLLM engine: generates from a real (tiny, local) model."""
 
     def __init__(self, model, tokenizer):
-        from prove_plugins.models.hf import Generator, Sampling
+        from prove_plugins.train.models.hf import Generator, Sampling
 
         self.tokenizer = tokenizer
         self.generator = Generator(model, tokenizer, Sampling(max_new_tokens=40, temperature=1.0))
@@ -184,7 +184,7 @@ def test_the_agent_file_plays_whole_episodes_through_openrlhfs_executor(run):
 def test_a_scripted_engine_gets_the_ground_truths_reward(run):
     """An engine that answers with the ground-truth calls earns the best reward: the reward really
     comes from executing the calls on the episode's live session."""
-    from prove_plugins.trainers.openrlhf_agent import Episode
+    from prove_plugins.train.openrlhf_agent import Episode
 
     directory, _, _ = run
     rows = [json.loads(line) for line in (directory / "prompts.jsonl").read_text().splitlines()]
@@ -213,7 +213,7 @@ def test_a_drifted_task_fails_the_episode_before_anything_is_played(run, tamper)
     """A task record whose schema or seed-state hash the live servers no longer produce fails the
     episode with TaskDrift at its start, instead of playing a prompt whose ids or tools are gone."""
     from prove_core.env.drift import TaskDrift
-    from prove_plugins.trainers.openrlhf_agent import Episode
+    from prove_plugins.train.openrlhf_agent import Episode
 
     directory, _, _ = run
     row = json.loads((directory / "prompts.jsonl").read_text().splitlines()[0])

@@ -8,13 +8,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs the train extra: pip install torch==2.13.0 && pip install -e '.[train]'")
 
-from prove_core.env.rollout import rollout  # noqa: E402
 from prove_core.env.runtime import Environments  # noqa: E402
 from prove_core.model import Example, from_json, read_jsonl  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.reward.parsing import load_parser  # noqa: E402
-from prove_plugins.models.hf import EpisodeRecorder, Generator, HFPolicy, Sampling, play_batch  # noqa: E402
-from prove_plugins.models.tiny import build_tiny_model, chat_template, corpus_texts, openai_messages, train_tokenizer  # noqa: E402
+from prove_core.reward.rollout import rollout  # noqa: E402
+from prove_plugins.train.models.hf import EpisodeRecorder, Generator, HFPolicy, Sampling, play_batch  # noqa: E402
+from prove_plugins.train.models.tiny import build_tiny_model, chat_template, corpus_texts, openai_messages, train_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ def test_the_sft_warm_up_keeps_a_marked_mistake_out_of_the_loss(kit):
     import attrs
 
     from prove_core.model import Message, ToolCall
-    from prove_plugins.trainers.local import _encode
+    from prove_plugins.train.local import _encode
 
     _, examples, tokenizer, _ = kit
     example = next(e for e in examples if e.task.expected == "call")

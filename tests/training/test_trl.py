@@ -76,8 +76,8 @@ def test_the_policy_trained_is_the_one_evaluated(first_run):
     """The final model on disk generates what the after-evaluation recorded (same greedy turns)."""
     tmp, plugins, _, _ = first_run
     from prove_core.model import Example, from_json, read_jsonl
-    from prove_plugins.models.hf import HFPolicy, Sampling
-    from prove_plugins.trainers.local import load
+    from prove_plugins.train.local import load
+    from prove_plugins.train.models.hf import HFPolicy, Sampling
 
     out = tmp / "t" / "train"
     model, tokenizer = load(out / "final")
@@ -99,7 +99,7 @@ def test_an_interrupted_warm_up_resumes_to_the_weights_of_an_uninterrupted_one(f
 
     from prove_core.model import Example, from_json, read_jsonl
     from prove_core.train.core import TrainJob
-    from prove_plugins.trainers.local import load, sft_warmup
+    from prove_plugins.train.local import load, sft_warmup
 
     tmp, _, _, _ = first_run
     exp = experiment(tmp_path, steps=1, sft={"steps": 12, "batch_size": 4, "checkpoint_every": 4})

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from prove_plugins.sampler import SamplingContext
+from prove_plugins.synth.sampler import SamplingContext
 
 
 @attrs.frozen(kw_only=True)

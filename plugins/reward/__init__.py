@@ -1,0 +1,1 @@
+"""Bundled reward pieces: the reward components of both presets and the tool-call parsers."""
