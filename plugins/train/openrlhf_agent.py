@@ -36,8 +36,14 @@ def setup(path: str) -> dict[str, Any]:
     the loaded tokenizer, once per process: every episode of an OpenRLHF engine shares them."""
     from transformers import AutoTokenizer
 
+    from prove_plugins.train.models.template import apply_tool_settings
+
     loaded = load_run_setup(path)
-    return {**loaded, "tokenizer_object": AutoTokenizer.from_pretrained(loaded["tokenizer"])}
+    tokenizer = AutoTokenizer.from_pretrained(loaded["tokenizer"])
+    # a model whose own template cannot render tools gets PROVE's, as in `prove train` (never a silent drop)
+    apply_tool_settings(tokenizer, loaded.get("tool_detail"), loaded.get("max_tool_chars"), echo=print,
+                        name=loaded["tokenizer"])
+    return {**loaded, "tokenizer_object": tokenizer}
 
 
 class _Handoff:

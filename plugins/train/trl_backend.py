@@ -28,7 +28,7 @@ import attrs
 from prove_core.model import write_atomic
 from prove_core.train.core import TrainJob, TrainResult, evaluate, summarize
 
-from .local import DONE, load, prepare_model, seed_everything, sft_warmup
+from .local import DONE, check_lengths, device_of, load, prepare_model, seed_everything, sft_warmup
 
 
 @attrs.frozen(kw_only=True)
@@ -77,7 +77,6 @@ class TRLTrainer:
 
     def train(self, job: TrainJob) -> TrainResult:
         _require_train_extra()
-        import torch
         from transformers import TrainerCallback
         from trl import GRPOConfig
 
@@ -86,19 +85,21 @@ class TRLTrainer:
         settings = job.settings
         _quiet()
         seed_everything(job.seed)
+        device = device_of(job)
         start = prepare_model(job)
-        if settings.sft.steps > 0:
-            start = sft_warmup(job, start)
-        model, tokenizer = load(start)
-        max_context = max(64, int(getattr(model.config, "max_position_embeddings", 4096)) - settings.max_new_tokens)
+        model, tokenizer = load(start, job)
+        positions = int(getattr(model.config, "max_position_embeddings", 4096))
+        check_lengths(job, tokenizer, positions)
+        max_context = max(64, positions - settings.max_new_tokens)
         greedy = Sampling(max_new_tokens=settings.max_new_tokens, temperature=settings.eval.temperature,
                           max_context=max_context)
+        labels = {"start": "the start model", "before": "before GRPO", "after": "after GRPO"}
 
         def held_out(model: Any, tag: str) -> dict[str, Any] | None:
             if not job.held_out:
                 return None
             cached = job.out_dir / f"eval_{tag}.json"
-            if tag == "before" and settings.resume and cached.is_file():
+            if tag != "after" and settings.resume and cached.is_file():
                 return json.loads(cached.read_text())
             seed_everything(job.seed)
             policy = HFPolicy(model, tokenizer, parser=settings.parser, registry=job.registry, sampling=greedy)
@@ -106,11 +107,17 @@ class TRLTrainer:
                                limits=job.limits, samples=settings.eval.samples,
                                out=job.out_dir / f"eval_{tag}.jsonl", max_batch=self.config.generation_batch)
             write_atomic(cached, json.dumps(summary, indent=2))
-            job.echo(f"eval {tag} GRPO: held-out mean reward {summary['total']:.3f} "
+            job.echo(f"eval {labels[tag]}: held-out mean reward {summary['total']:.3f}, task success "
+                     f"{summary['success']:.2f}, {summary['calls']:.1f} calls/rollout; "
                      + " ".join(f"{k} {v:.2f}" for k, v in summary["components"].items())
                      + f" ({summary['seconds']:.0f} s)")
             return summary
 
+        first = None
+        if settings.sft.steps > 0:
+            first = held_out(model, "start")
+            start = sft_warmup(job, start)
+            model, tokenizer = load(start, job)
         before = held_out(model, "before")
 
         # -- GRPO through TRL ---------------------------------------------------------------------
@@ -136,7 +143,7 @@ class TRLTrainer:
             loss_type=self.config.loss_type, scale_rewards="group", reward_weights=[c.weight for c in job.reward.components],
             logging_steps=1, save_strategy="steps", save_steps=settings.checkpoint_every, save_total_limit=2,
             report_to=report_to, seed=job.seed,
-            use_cpu=not torch.cuda.is_available(), bf16=False, max_completion_length=100_000,
+            use_cpu=device == "cpu", bf16=device == "cuda", max_completion_length=100_000,
             disable_tqdm=True, lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
             **{"gradient_checkpointing": False, **self.config.args},  # recomputation only pays off on big models
         )
@@ -211,8 +218,8 @@ class TRLTrainer:
         tokenizer.save_pretrained(final)
         (final / DONE).write_text(json.dumps({"steps": trainer.state.global_step}))
         after = held_out(trainer.accelerator.unwrap_model(trainer.model), "after")
-        return TrainResult(ok=True, steps=trainer.state.global_step, model_dir=str(final), before=before, after=after,
-                           details={"start_model": str(start)})
+        return TrainResult(ok=True, steps=trainer.state.global_step, model_dir=str(final), start=first, before=before,
+                           after=after, details={"start_model": str(start)})
 
 
 TRAIN_EXTRA_HINT = "pip install torch==2.13.0 && pip install -e '.[train]'"

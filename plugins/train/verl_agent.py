@@ -50,6 +50,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from prove_core.env.drift import check_task
 from prove_core.model import Example, from_json
 from prove_core.reward.rollout import Played, PolicyTurn, RolloutLimits, rollout
+from prove_plugins.train.models.template import apply_tool_settings
 from prove_plugins.train.run_setup import load_run_setup
 
 SETUP_ENV = "PROVE_VERL_SETUP"  # the setup file when the agent loop config does not name one
@@ -166,6 +167,9 @@ class ProveAgentLoop(AgentLoopBase):
         if not path:
             raise ValueError(f"ProveAgentLoop needs the run's prove_setup.json: `setup` in agent_loop.yaml or ${SETUP_ENV}")
         self.setup = load_setup(str(path))
+        # a model whose own template cannot render tools gets PROVE's, as in `prove train` (never a silent drop)
+        apply_tool_settings(self.tokenizer, self.setup.get("tool_detail"), self.setup.get("max_tool_chars"),
+                            echo=print, name=str(self.setup.get("tokenizer")))
         multi_turn = self.rollout_config.multi_turn
         limits: RolloutLimits = self.setup["limits_object"]
         # actor_rollout_ref.rollout.multi_turn wins over the setup file, so the launch overrides are what applies.

@@ -46,6 +46,9 @@ import attrs
 
 from prove_core.model import Example
 from prove_core.train.core import TrainJob, TrainResult
+from prove_plugins.train.lengths import require
+
+from .local import kit_model, tool_settings
 
 AGENT_NAME = "prove_agent"
 AGENT_CLASS = "prove_plugins.train.verl_agent.ProveAgentLoop"
@@ -254,7 +257,7 @@ class VerlTrainer:
                  "server_options": _plain(servers), "sessions": _plain(attrs.asdict(job.experiment.sessions)),
                  "limits": {"max_user_turns": job.settings.max_user_turns,
                             "max_assistant_turns": job.settings.max_assistant_turns},
-                 "max_new_tokens": job.settings.max_new_tokens,
+                 "max_new_tokens": job.settings.max_new_tokens, **tool_settings(job),
                  "rows": {"train": n_train, "val": n_val}}
         setup_path.write_text(json.dumps(setup, indent=2))
         (run / "agent_loop.yaml").write_text(agent_loop_yaml(setup_path))
@@ -265,12 +268,15 @@ class VerlTrainer:
         return run
 
     def train(self, job: TrainJob) -> TrainResult:
-        model = job.settings.model.path
-        if not model:
-            # No model folder: build the tiny one (tokenizer + chat template) so the files are complete.
-            from .local import prepare_model
-
-            model = str(prepare_model(job).resolve())
+        model, lengths = kit_model(job)
+        if lengths is not None:
+            opts = self.config
+            require(lengths.prompt_max, opts.max_prompt_length, "$.train.options.max_prompt_length",
+                    "the longest prompt (system, tools, first user turn)", lengths.longest_prompt,
+                    f'set it to at least {lengths.prompt_max}, or offer fewer tools ([train] tools = "task")')
+            require(lengths.after_prompt_max, opts.max_response_length, "$.train.options.max_response_length",
+                    "the longest conversation after its prompt", lengths.longest_conversation,
+                    f"set it to at least {lengths.after_prompt_max}")
         run = self.write(job, model)
         script = run / "launch.sh"
         if steps_per_epoch(job) == 0:

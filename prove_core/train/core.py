@@ -125,12 +125,14 @@ class TrainJob:
 
 @attrs.frozen(kw_only=True)
 class TrainResult:
-    """What a backend reports. ``before``/``after`` are ``evaluate`` summaries (``None`` when the
-    backend did not evaluate, e.g. when it only wrote a launch script)."""
+    """What a backend reports. ``before``/``after`` are ``evaluate`` summaries before and after
+    GRPO (``None`` when the backend did not evaluate, e.g. when it only wrote a launch script);
+    ``start`` is the starting model's, before a supervised warm-up (``None`` without one)."""
 
     ok: bool
     steps: int = 0
     model_dir: str | None = None
+    start: dict[str, Any] | None = None
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     details: dict[str, Any] = attrs.field(factory=dict)
@@ -145,9 +147,13 @@ class Trainer(Protocol):
 # -- evaluation ----------------------------------------------------------------------------------------
 
 
-def summarize(results: Sequence[RewardResult], successes: Sequence[bool] | None = None) -> dict[str, Any]:
+def summarize(results: Sequence[RewardResult], successes: Sequence[bool] | None = None,
+              played: Sequence[Rollout] | None = None) -> dict[str, Any]:
     """Mean total, best and per-component values (each over the rollouts it applies to), and with
-    ``successes`` (one per result, see ``task_success``) the share of rollouts that did the task."""
+    ``successes`` (one per result, see ``task_success``) the share of rollouts that did the task.
+    With the ``played`` rollouts too: ``calls`` (tool calls made per rollout) and the success rate
+    by expected behaviour, ``success_call`` (call tasks) and ``success_decline`` (clarify and
+    abstain tasks), each present only when such tasks were played."""
     if not results:
         return {"rollouts": 0, "total": 0.0, "best": 0.0, "components": {}}
     names = list(results[0].scores)
@@ -160,21 +166,40 @@ def summarize(results: Sequence[RewardResult], successes: Sequence[bool] | None 
            "best": statistics.fmean(r.best for r in results), "components": components}
     if successes is not None:
         out["success"] = statistics.fmean(1.0 if ok else 0.0 for ok in successes)
+    if played is not None:
+        out["calls"] = statistics.fmean(r.n_attempts for r in played)
+        for key, wanted in (("success_call", True), ("success_decline", False)):
+            oks = [ok for ok, r in zip(successes or (), played) if (r.task.expected == "call") == wanted]
+            if oks:
+                out[key] = statistics.fmean(1.0 if ok else 0.0 for ok in oks)
     return out
 
 
 def task_success(reward: Reward, rollout: Rollout) -> bool:
     """Did the rollout do its task, whatever the reward's preset: on a task that expects calls,
     its calls leave the servers in the end state the ground truth leaves them in (the test
-    ``final_state`` makes: same tables, counters and clock); on a clarify/abstain task, it made
-    no call. On a task that only reads, any rollout that writes nothing reaches that state."""
+    ``final_state`` makes: same tables, counters and clock) and, when the ground truth's end state
+    is the one doing nothing leaves (a task that only reads), it made every ground-truth call with
+    the ground truth's argument values: a rollout that never calls does not "solve" a lookup. On a
+    clarify/abstain task: it made no call."""
     if rollout.task.expected != "call":
         return rollout.n_attempts == 0
     context = RewardContext(reward.servers, rollout)
     try:
-        return context.execution.end_state.same_as(context.ground_truth.end_state)
+        if not context.execution.end_state.same_as(context.ground_truth.end_state):
+            return False
+        idle = RewardContext(reward.servers, attrs.evolve(rollout, attempts=(), turns=()))
+        try:
+            writes = not idle.execution.end_state.same_as(context.ground_truth.end_state)
+        finally:
+            idle.close()
     finally:
         context.close()
+    if writes:
+        return True
+    made = [(c.name, c.arguments) for c in rollout.calls]
+    return all(any(name == g.tool and all(args.get(k) == v for k, v in g.arguments.items()) for name, args in made)
+               for g in rollout.task.calls)
 
 
 def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, environment: Callable[[Any], Environment],
@@ -203,8 +228,10 @@ def evaluate(policy: Any, examples: Sequence[Example], *, reward: Reward, enviro
             for p, r, ok in zip(played, results, successes):
                 fh.write(json.dumps({"id": p.rollout.id, "messages": p.messages, "reward": r.to_json(), "success": ok},
                                     ensure_ascii=False, default=str) + "\n")
-    summary = summarize(results, successes)
-    summary["tasks"] = {e.id: summarize(results[k * samples:(k + 1) * samples], successes[k * samples:(k + 1) * samples])
+    rollouts = [p.rollout for p in played]
+    summary = summarize(results, successes, rollouts)
+    summary["tasks"] = {e.id: summarize(results[k * samples:(k + 1) * samples], successes[k * samples:(k + 1) * samples],
+                                        rollouts[k * samples:(k + 1) * samples])
                         for k, e in enumerate(examples)}
     summary["seconds"] = round(time.perf_counter() - started, 2)
     return summary
@@ -223,12 +250,45 @@ def load_corpus(path: Path) -> list[Example]:
     return examples
 
 
+def task_tools(example: Example, min_tools: int) -> Example:
+    """``example`` offering only the tools its conversation calls, the distractors a perturbation
+    added, and other offered tools (chosen by the example's id) until there are ``min_tools``, in
+    their offered order. A hidden tool stays hidden; a task with no call still gets a choice to
+    decline."""
+    offered = [t.get("function", t).get("name") for t in example.tools]
+    keep = {c.name for m in example.messages for c in (m.tool_calls or ())} | {c.tool for c in example.task.calls}
+    for record in example.task.meta.get("perturbations", ()):
+        if isinstance(record, dict) and record.get("name") == "distractors":
+            keep.update(record.get("tools", ()))
+    keep &= set(offered)
+    others = [n for n in offered if n not in keep]
+    random.Random(f"tools:{example.id}").shuffle(others)
+    keep.update(others[: max(0, min_tools - len(keep))])
+    return attrs.evolve(example, tools=[t for t, n in zip(example.tools, offered) if n in keep])
+
+
 def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[Example], list[Example]]:
-    """A seeded held-out split; held-out tasks are never trained on."""
-    order = list(range(len(examples)))
-    random.Random(f"held-out:{seed}").shuffle(order)
+    """A seeded held-out split, stratified by expected behaviour: each behaviour (call, clarify,
+    abstain) is held out in proportion to its share of the corpus, and one with two examples or
+    more gets at least one held-out task when there is room, so a small held-out set still scores
+    clarification and abstention. Held-out tasks are never trained on."""
     n = min(held_out, max(0, len(examples) - 1))
-    chosen = set(order[:n])
+    rng = random.Random(f"held-out:{seed}")
+    groups: dict[str, list[int]] = {}
+    for i, example in enumerate(examples):
+        groups.setdefault(example.task.expected, []).append(i)
+    for members in groups.values():
+        rng.shuffle(members)
+    names = sorted(groups, key=lambda b: (-len(groups[b]), b))
+    share = {b: n * len(groups[b]) / len(examples) for b in names}
+    quota = {b: int(share[b]) for b in names}
+    for b in sorted(names, key=lambda b: (quota[b] - share[b], names.index(b)))[: n - sum(quota.values())]:
+        quota[b] += 1  # the largest remainders
+    for b in names:  # every behaviour represented when it can spare one and the largest can give one
+        donor = max(names, key=lambda d: (quota[d], -names.index(d)))
+        if quota[b] == 0 and len(groups[b]) >= 2 and quota[donor] > 1:
+            quota[b], quota[donor] = 1, quota[donor] - 1
+    chosen = {i for b in names for i in groups[b][: quota[b]]}
     return [e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in sorted(chosen)]
 
 
@@ -257,6 +317,8 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     corpus = Path(settings.corpus) if settings.corpus else experiment.run_dir / "synth" / "corpus.jsonl"
     examples = load_corpus(corpus)
     seed = experiment.seed if settings.seed is None else settings.seed
+    if settings.tools == "task":
+        examples = [task_tools(e, settings.min_tools) for e in examples]
     train, held_out = split(examples, settings.eval.held_out, seed)
     if not train:
         raise ConfigError(f"$.train.eval.held_out: nothing is left to train on ({len(examples)} examples in {corpus})")
@@ -281,7 +343,8 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     result = trainer.train(job)
     seconds = round(time.perf_counter() - started, 1)
     summary = {"ok": result.ok, "backend": settings.backend, "steps": result.steps, "model_dir": result.model_dir,
-               "before": result.before, "after": result.after, "seconds": seconds, **result.details}
+               "start": result.start, "before": result.before, "after": result.after, "seconds": seconds,
+               **result.details}
     write_atomic(out_dir / "result.json", json.dumps(summary, indent=2, default=str))
     from prove_core.train.report import write_report
 

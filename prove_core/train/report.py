@@ -55,13 +55,17 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
         plt.close(fig)
         paths.append(str(out_dir / "reward_components.png"))
     if result.before is not None and result.after is not None:
-        names = ["total", *sorted(set(result.before["components"]) | set(result.after["components"]))]
-        before = [result.before["total"] if n == "total" else result.before["components"].get(n, 0.0) for n in names]
-        after = [result.after["total"] if n == "total" else result.after["components"].get(n, 0.0) for n in names]
+        start = getattr(result, "start", None)
+        phases = [(label, summary) for label, summary in (("start model", start), ("before GRPO" if start is None
+                  else "after SFT", result.before), ("after GRPO", result.after)) if summary is not None]
+        names = ["total", *sorted(set().union(*(summary["components"] for _, summary in phases)))]
         fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(names)), 3.2))
         xs = range(len(names))
-        ax.bar([x - 0.2 for x in xs], before, width=0.4, label="before GRPO", color="#9aa9bb")
-        ax.bar([x + 0.2 for x in xs], after, width=0.4, label="after GRPO", color="#3b6ea8")
+        width = 0.8 / len(phases)
+        colors = ["#c9d3de", "#9aa9bb", "#3b6ea8"][-len(phases):]
+        for k, ((label, summary), color) in enumerate(zip(phases, colors)):
+            heights = [summary["total"] if n == "total" else summary["components"].get(n, 0.0) for n in names]
+            ax.bar([x + (k - (len(phases) - 1) / 2) * width for x in xs], heights, width=width, label=label, color=color)
         ax.set_xticks(list(xs), names, rotation=20, fontsize=8)
         ax.axhline(0, color="black", lw=0.6)
         ax.set_title("Held-out mean reward per component")
@@ -73,20 +77,67 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
     return paths
 
 
+# Rows of the held-out table besides the reward components: (summary key, label)
+_HEADLINES = (("total", "**total**"), ("success", "**task success**"), ("success_call", "call tasks solved"),
+              ("success_decline", "clarify/abstain right (no call)"), ("calls", "tool calls per rollout"))
+
+
 def _value(summary: dict[str, Any], name: str) -> float | None:
-    """``name``'s mean in an evaluation summary (``training.summarize``): the total, the task
-    success rate (``success``, when the summary has it) or a component."""
-    if name == "success":
-        success: float | None = summary.get("success")
-        return success
-    value: float | None = summary["total"] if name == "total" else summary["components"].get(name)
-    return value
+    """``name``'s mean in an evaluation summary (``training.summarize``): a headline (the total,
+    ``success``, ``success_call``, ``success_decline``, ``calls``, when the summary has it) or a
+    component."""
+    if name == "total":
+        return float(summary["total"])
+    if name in dict(_HEADLINES):
+        value: float | None = summary.get(name)
+        return value
+    component: float | None = summary["components"].get(name)
+    return component
 
 
 def _pairs(before: dict[str, Any], after: dict[str, Any], name: str) -> list[tuple[float, float]]:
     """(before, after) of one component (or the total) for each task scored in both evaluations."""
     pairs = [(_value(before[t], name), _value(after[t], name)) for t in sorted(set(before) & set(after))]
     return [(x, y) for x, y in pairs if x is not None and y is not None]
+
+
+def _held_out_table(result: Any) -> list[str]:
+    """The held-out evaluations side by side (the starting model when a warm-up ran, before and
+    after GRPO) and each phase's change with its paired interval."""
+    start = getattr(result, "start", None)
+    phases: list[tuple[str, dict[str, Any]]] = [
+        (label, summary) for label, summary in (("start model", start), ("before GRPO" if start is None else "after SFT",
+                                                result.before), ("after GRPO", result.after)) if summary is not None]
+    paired = all("tasks" in summary for _, summary in phases)
+    steps = list(zip(phases, phases[1:]))
+    names = [k for k, _ in _HEADLINES if all(_value(summary, k) is not None for _, summary in phases)]
+    names += sorted(set().union(*(summary["components"] for _, summary in phases)))
+    first, last = phases[0][1], phases[-1][1]
+    lines = ["## Held-out evaluation", "",
+             f"{last['rollouts']} held-out rollouts (tasks never trained on), mean per rollout. **Task success**: "
+             "the ground truth's end state reached on a call task (and, on a task that only reads, every one of its "
+             "reads made), no call made on a clarify/abstain task. Reward components are each over the tasks they "
+             "apply to."
+             + (f" Each interval is a 95% paired bootstrap interval of that phase's change over the "
+                f"{len(set(first['tasks']) & set(last['tasks']))} tasks: one that contains 0 is within the noise "
+                "of this many tasks." if paired else ""), ""]
+    header = "| | " + " | ".join(label for label, _ in phases) + " |"
+    for (a, _), (b, _) in steps:
+        header += f" {'change' if len(steps) == 1 else f'{a} -> {b}'} |" + (" 95% interval |" if paired else "")
+    lines += [header, "| --- |" + " ---: |" * (len(phases) + len(steps) * (2 if paired else 1))]
+    for name in names:
+        label = dict(_HEADLINES).get(name, name)
+        values = [_value(summary, name) for _, summary in phases]
+        cells = ["" if v is None else f"{v:.3f}" for v in values]
+        for (_, x), (_, y) in steps:
+            xv, yv = _value(x, name), _value(y, name)
+            cells.append("" if xv is None or yv is None else f"{yv - xv:+.3f}")
+            if paired:
+                interval = paired_interval(_pairs(x["tasks"], y["tasks"], name))
+                cells.append(f"[{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", f"Best possible total on these tasks: {last['best']:.3f}.", ""]
+    return lines
 
 
 def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, *, settings: Any,
@@ -97,30 +148,7 @@ def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, 
              f"Backend **{settings.backend}**; {result.steps} GRPO steps of {settings.batch_size} prompts x "
              f"{settings.group_size} rollouts; KL {settings.kl}; lr {settings.lr}; {seconds} s.", ""]
     if result.before is not None and result.after is not None:
-        b, a = result.before, result.after
-        paired = "tasks" in b and "tasks" in a
-        lines += ["## Held-out evaluation", "",
-                  f"{b['rollouts']} held-out rollouts (tasks never trained on), mean reward per component "
-                  "(each over the tasks it applies to)."
-                  + (" **Task success** is the share of rollouts that did the task, whatever the reward pays: "
-                     "the ground truth's end state reached (a clarify/abstain task: no call made)."
-                     if "success" in b and "success" in a else "")
-                  + (f" The interval is a 95% paired bootstrap interval of the change over the "
-                     f"{len(set(b['tasks']) & set(a['tasks']))} tasks: one that contains 0 is within the noise "
-                     "of this many tasks." if paired else ""), "",
-                  f"| | before GRPO | after GRPO | change |{' 95% interval |' if paired else ''}",
-                  f"| --- | ---: | ---: | ---: |{' ---: |' if paired else ''}"]
-        success = ["success"] if "success" in b and "success" in a else []
-        for name in ["total", *success, *sorted(set(b["components"]) | set(a["components"]))]:
-            x, y = _value(b, name), _value(a, name)
-            change = f"{y - x:+.3f}" if x is not None and y is not None else ""
-            label = {"total": "**total**", "success": "**task success**"}.get(name, name)
-            row = f"| {label} | {'' if x is None else f'{x:.3f}'} | {'' if y is None else f'{y:.3f}'} | {change} |"
-            if paired:
-                interval = paired_interval(_pairs(b["tasks"], a["tasks"], name))
-                row += f" [{interval[0]:+.3f}, {interval[1]:+.3f}] |" if interval else " |"
-            lines.append(row)
-        lines += ["", f"Best possible total on these tasks: {a['best']:.3f}.", ""]
+        lines += _held_out_table(result)
     if series.get("total"):
         totals = [v for _, v in series["total"]]
         third = max(1, len(totals) // 3)

@@ -422,7 +422,7 @@ def test_every_bundled_component_follows_the_contract(monkeypatch):
     from prove_core.plugin.registry import KINDS, OBJECT_KINDS, config_class
 
     registry = Plugins().load(autoload=False).registry
-    required = {("clients", "hf"): {"path"}}  # a checkpoint folder has no sensible default
+    needs_a_model = {("clients", "hf")}  # a checkpoint folder or a named source: no sensible default
     for kind in KINDS:
         if kind in OBJECT_KINDS:
             continue
@@ -432,8 +432,11 @@ def test_every_bundled_component_follows_the_contract(monkeypatch):
             assert isinstance(cls, type) and isinstance(cls.name, str), (kind, comp.name)
             config = config_class(cls)
             no_default = {f.name for f in attrs.fields(config) if f.default is attrs.NOTHING}
-            assert no_default == required.get((kind, comp.name), set()), (kind, comp.name, no_default)
-            if not no_default:
+            assert no_default == set(), (kind, comp.name, no_default)
+            if (kind, comp.name) in needs_a_model:
+                with pytest.raises(ValueError, match="path .*or source"):
+                    config()
+            else:
                 instance = registry.build(kind, comp.name, registry=registry) if kind == "clients" else \
                     registry.build(kind, comp.name)
                 assert isinstance(instance, cls) and instance.config == config()

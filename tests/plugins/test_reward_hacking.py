@@ -621,3 +621,33 @@ def succeeds_silently(example: Example, reward: Reward) -> bool:
     from prove_core.train.core import task_success
 
     return task_success(reward, Rollout(id="idle", task=example.task, tools=example.tools))
+
+
+def test_a_lookup_task_is_not_solved_by_calling_nothing(corpus, rewards):
+    """On a task whose ground truth only reads (doing nothing leaves its end state), success needs
+    every ground-truth read made with its values, not just an untouched state."""
+    from prove_core.reward.core import RewardContext
+    from prove_core.train.core import task_success
+
+    reward = rewards["guarded"]
+
+    def only_reads(example: Example) -> bool:
+        idle = RewardContext(reward.servers, Rollout(id="idle", task=example.task, tools=example.tools))
+        truth = RewardContext(reward.servers, Rollout.ground_truth(example.task, tools=example.tools))
+        try:
+            return idle.execution.end_state.same_as(truth.execution.end_state)
+        finally:
+            idle.close()
+            truth.close()
+
+    lookups = [e for e in corpus if e.task.expected == "call" and e.task.calls and only_reads(e)][:5]
+    assert lookups, "the corpus has lookup tasks"
+    for example in lookups:
+        assert not task_success(reward, Rollout(id="idle", task=example.task, tools=example.tools))
+        assert task_success(reward, Rollout.ground_truth(example.task, tools=example.tools))
+        first, *rest = example.task.calls
+        wrong = {k: (f"{v}x" if isinstance(v, str) else v) for k, v in first.arguments.items()}
+        if wrong != first.arguments:
+            off = Rollout.from_calls(example.task, [(first.tool, wrong), *[(g.tool, g.arguments) for g in rest]],
+                                     tools=example.tools)
+            assert not task_success(reward, off)  # a read of another record is not the one asked for

@@ -117,6 +117,24 @@ def test_held_out_split_is_seeded_and_disjoint(corpus):
     assert [e.id for e in split(examples, 3, seed=2)[1]] != [e.id for e in a_held]
 
 
+def test_the_held_out_split_keeps_each_behaviour_in_proportion_and_every_one_represented(corpus):
+    import attrs
+
+    from prove_core.train.core import load_corpus
+
+    base = load_corpus(corpus)[0]
+    kinds = ["call"] * 80 + ["clarify"] * 12 + ["abstain"] * 8
+    examples = [attrs.evolve(base, id=f"e{i}", task=attrs.evolve(base.task, expected=k, calls=[] if k != "call"
+                                                                   else base.task.calls))
+                for i, k in enumerate(kinds)]
+    for n, expected in ((10, {"call": 8, "clarify": 1, "abstain": 1}), (20, {"call": 16, "clarify": 2, "abstain": 2}),
+                        (5, {"call": 3, "clarify": 1, "abstain": 1})):
+        train, held = split(examples, n, seed=3)
+        counts = {k: sum(e.task.expected == k for e in held) for k in ("call", "clarify", "abstain")}
+        assert counts == expected and len(train) + n == len(examples)
+        assert not {e.id for e in train} & {e.id for e in held}
+
+
 def test_trainers_are_registered_lazily():
     registry = Plugins().load(autoload=False).registry
     assert {"trl", "openrlhf"} <= set(registry.names("trainers"))

@@ -14,7 +14,8 @@ from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.reward.parsing import load_parser  # noqa: E402
 from prove_core.reward.rollout import rollout  # noqa: E402
 from prove_plugins.train.models.hf import EpisodeRecorder, Generator, HFPolicy, Sampling, play_batch  # noqa: E402
-from prove_plugins.train.models.tiny import build_tiny_model, chat_template, corpus_texts, openai_messages, train_tokenizer  # noqa: E402
+from prove_plugins.train.models.template import chat_template, openai_messages  # noqa: E402
+from prove_plugins.train.models.tiny import build_tiny_model, corpus_texts, train_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ def experiment(tmp, steps, **train):
         "name": "t", "output_dir": str(tmp), "servers": [{"name": "banking"}],
         "synth": {"examples": 10, "plots": False, "exports": [], "cache_dir": str(tmp / "cache")},
         "train": {"steps": steps, "group_size": 2, "batch_size": 2, "lr": 1e-3, "max_new_tokens": 16,
-                  "checkpoint_every": 1, "model": TINY, "sft": {"steps": 4, "batch_size": 4},
+                  "checkpoint_every": 1, "model": TINY, "sft": {"steps": 4, "batch_size": 4, "max_length": 4096},
                   "eval": {"held_out": 2}, "options": {"tensorboard": False}, **train}})
 
 

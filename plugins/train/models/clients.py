@@ -314,19 +314,31 @@ def turn_from_message(message: dict[str, Any], parser: Any = None, *, text_only:
 
 @attrs.frozen(kw_only=True)
 class HFConfig:
-    """A checkpoint folder (``save_pretrained`` output with its tokenizer and chat template).
-    ``max_new_tokens`` and ``temperature`` left unset (``None``) take the benchmark's request
+    """A checkpoint folder (``path``: ``save_pretrained`` output with its tokenizer and chat template)
+    or a named pretrained ``source`` (``smollm2-135m-instruct``, converted once into the cache:
+    ``prove_plugins.train.models.sources``). A chat template that cannot render tool use is
+    replaced by PROVE's ChatML + Hermes template, with a warning. ``max_new_tokens`` and
+    ``temperature`` left unset (``None``) take the benchmark's request
     defaults where it has them (``RequestDefaults``), else 256 and 0.0 (greedy). ``max_context``
     left unset is the model's own context length, read from its config (``max_position_embeddings``
     and its aliases, else the tokenizer's ``model_max_length``); a prompt that does not fit is refused
     with ``RequestFailed``."""
 
-    path: str
+    path: str | None = None
+    source: str | None = None
     parser: str = "hermes"
     max_new_tokens: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     temperature: float | None = None
     max_context: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     device: str = "cpu"
+
+    def __attrs_post_init__(self) -> None:
+        if (self.path is None) == (self.source is None):
+            raise ValueError("give the model as path (a checkpoint folder) or source (a named model), one of them")
+
+    @property
+    def label(self) -> str:
+        return self.path or f"source {self.source}"
 
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx", "max_seq_len")
@@ -386,14 +398,19 @@ class HFPolicy:
             raise ProveError("the hf client needs torch and transformers: pip install torch==2.13.0 transformers") from None
         self.config = config
         if model is None or tokenizer is None:
-            model, tokenizer = load_checkpoint(config.path, device=config.device)
+            path = config.path
+            if config.source is not None:
+                from prove_plugins.train.models.sources import materialize
+
+                path = str(materialize(config.source, echo=lambda line: log.info(line)))
+            model, tokenizer = load_checkpoint(path, device=config.device)
         own = context_length(model, tokenizer)
         if config.max_context is not None and own is not None and config.max_context > own:
-            raise ProveError(f"hf model {config.path}: max_context {config.max_context} is more than the model's own "
+            raise ProveError(f"hf model {config.label}: max_context {config.max_context} is more than the model's own "
                              f"context length ({own} positions)")
         context = config.max_context or own
         if context is None:
-            raise ProveError(f"hf model {config.path}: its config states no context length (max_position_embeddings) "
+            raise ProveError(f"hf model {config.label}: its config states no context length (max_position_embeddings) "
                              "and its tokenizer no model_max_length: set the client's max_context option")
         self.context = context
         self.model, self.tokenizer = model, tokenizer
@@ -433,8 +450,12 @@ def load_checkpoint(path: str, *, device: str = "cpu") -> tuple[Any, Any]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise ProveError("the hf client needs torch and transformers: pip install torch==2.13.0 transformers") from None
+    from prove_plugins.train.models.template import apply_tool_settings, stop_at_turn_end
+
     tokenizer = AutoTokenizer.from_pretrained(path)
+    apply_tool_settings(tokenizer, None, None, echo=lambda line: log.warning(line), name=path)
     model = AutoModelForCausalLM.from_pretrained(path).to(device)
+    stop_at_turn_end(model, tokenizer)
     model.eval()
     return model, tokenizer
 
