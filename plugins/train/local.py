@@ -163,9 +163,11 @@ def tool_settings(job: TrainJob) -> dict[str, Any]:
     return {"tool_detail": job.settings.model.tool_detail, "max_tool_chars": job.settings.model.max_tool_chars}
 
 
-def _encode(tokenizer: Any, example: Any, max_length: int) -> tuple[list[int], list[int]] | None:
+def _encode(tokenizer: Any, example: Any, max_length: int) -> tuple[list[int], list[int]] | str:
     """Token ids and the loss mask of one example: its assistant turns, except a turn marked as a
-    deliberate mistake (it stays in the context; the recovery after it is trained)."""
+    deliberate mistake (it stays in the context; the recovery after it is trained). ``"too long"``
+    for a conversation over ``max_length`` tokens, ``"nothing to train"`` for one without an
+    assistant token to learn."""
     from prove_plugins.train.models.template import openai_messages
 
     messages = openai_messages(example.messages)
@@ -178,8 +180,8 @@ def _encode(tokenizer: Any, example: Any, max_length: int) -> tuple[list[int], l
             end = len(tokenizer.apply_chat_template(messages[: i + 1], tools=tools, return_dict=True)["input_ids"])
             mask[start:end] = [0] * (end - start)
     if len(ids) > max_length:  # never cut: refused before training, or left out by too_long = "skip"
-        return None
-    return (ids, mask) if any(mask) else None
+        return "too long"
+    return (ids, mask) if any(mask) else "nothing to train"
 
 
 def sft_warmup(job: TrainJob, start: Path) -> Path:
@@ -195,13 +197,16 @@ def sft_warmup(job: TrainJob, start: Path) -> Path:
     seed_everything(job.seed)
     model, tokenizer = load(start, job)
     encoded = [_encode(tokenizer, e, cfg.max_length) for e in job.train]
-    data = [d for d in encoded if d is not None]
-    left_out = sum(1 for e, d in zip(job.train, encoded) if d is None and e.messages)
-    if left_out:
-        job.echo(f"sft: {left_out} of {len(job.train)} conversations are longer than max_length {cfg.max_length} "
-                 "tokens (or train no assistant token) and are left out of the warm-up")
+    data = [d for d in encoded if isinstance(d, tuple)]
+    too_long = sum(1 for d in encoded if d == "too long")
+    if too_long:
+        job.echo(f"sft: {too_long} of {len(job.train)} conversations are longer than max_length {cfg.max_length} "
+                 f"tokens and are left out of the warm-up ({len(data)} trained on)")
     if not data:
-        return start
+        from prove_core.errors import ConfigError
+
+        raise ConfigError(f"$.train.sft.max_length: no training conversation fits in {cfg.max_length} tokens with an "
+                          "assistant token to train on; nothing was trained (lengths.json has the figures)")
     rng = random.Random(job.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     warm = max(1, cfg.steps // 10)

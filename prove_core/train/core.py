@@ -351,8 +351,12 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     report = write_report(out_dir, metrics.records(), result, settings=settings, seconds=seconds)
     summary["report"] = str(report)
     if result.before is not None and result.after is not None:
+        from prove_core.train.report import held_out_rows
+
         success = (f"; task success {result.before['success']:.3f} -> {result.after['success']:.3f}"
                    if "success" in result.before and "success" in result.after else "")
         echo(f"held-out mean reward: {result.before['total']:.3f} before GRPO -> {result.after['total']:.3f} after "
              f"(best possible {result.after['best']:.3f}){success}; report {report}")
+        for line in held_out_rows(result):
+            echo(line)
     return summary

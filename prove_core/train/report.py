@@ -140,6 +140,13 @@ def _held_out_table(result: Any) -> list[str]:
     return lines
 
 
+def held_out_rows(result: Any) -> list[str]:
+    """The held-out table alone (its header and the headline rows), for the terminal."""
+    table = [line for line in _held_out_table(result) if line.startswith("|")]
+    keep = {label for _, label in _HEADLINES}
+    return table[:2] + [line for line in table[2:] if line.split(" | ")[0].removeprefix("| ") in keep]
+
+
 def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, *, settings: Any,
                  seconds: float) -> Path:
     series = _series(records)

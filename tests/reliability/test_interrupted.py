@@ -141,6 +141,7 @@ max_tool_chars = 120
 [train.sft]
 steps = 200
 batch_size = 4
+max_length = 4096
 [train.eval]
 held_out = 2
 [train.options]

@@ -19,10 +19,10 @@ TINY_RECIPE = {
     "name": "learning", "seed": 0, "stages": ["synth", "train"], "servers": [{"name": "banking"}],
     # a tiny model trained from scratch learns from one world and requests that hand it the ids
     "synth": {"examples": 120, "plots": False, "seeds": 1, "conversation": {"lookup_rate": 0.0}},
-    "train": {"backend": "trl", "steps": STEPS, "group_size": 8, "batch_size": 4, "kl": 0.01, "lr": 1e-4,
+    "train": {"backend": "trl", "tools": "task", "steps": STEPS, "group_size": 8, "batch_size": 4, "kl": 0.01, "lr": 1e-4,
               "temperature": TEMPERATURE, "max_new_tokens": 96, "checkpoint_every": 100,
               "model": {"hidden_size": 128, "layers": 2, "vocab_size": 2048, "max_tool_chars": 300},
-              "sft": {"steps": 250, "too_long": "skip"},
+              "sft": {"steps": 250, "max_length": 2048, "too_long": "skip"},
               "eval": {"held_out": HELD_OUT, "temperature": TEMPERATURE, "samples": 2},
               "options": {"tensorboard": False}},
 }
@@ -38,7 +38,7 @@ def test_grpo_raises_the_held_out_reward_over_the_sft_model(tmp_path):
     print(f"held-out mean reward {before['total']:.3f} -> {after['total']:.3f}; components before "
           f"{before['components']}, after {after['components']}")
     assert before["rollouts"] == after["rollouts"] == HELD_OUT * 2
-    assert before["components"]["validity"] > 0.1, "the SFT warm-up should give a model that calls tools"
+    assert before["components"]["validity"] > 0.1, "the SFT warm-up should give a model that calls tools\n" + "\n".join(lines)
     assert after["total"] > before["total"], "\n".join(lines)
 
 

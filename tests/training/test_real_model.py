@@ -40,14 +40,19 @@ def smol_tokenizer():
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def corpus_path(tmp_path_factory):
     from prove_core.synth.pipeline import synthesize
 
     tmp = tmp_path_factory.mktemp("corpus")
     exp = load_experiment({"name": "c", "output_dir": str(tmp), "servers": [{"name": "banking"}],
                            "synth": {"examples": 24, "plots": False, "exports": [], "cache_dir": str(tmp / "cache")}})
     synthesize(exp, Plugins().load(autoload=False), echo=lambda _: None, progress=False)
-    return [from_json(r, Example) for r in read_jsonl(tmp / "c" / "synth" / "corpus.jsonl")]
+    return tmp / "c" / "synth" / "corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def corpus(corpus_path):
+    return [from_json(r, Example) for r in read_jsonl(corpus_path)]
 
 
 def fresh(tokenizer):
@@ -112,6 +117,8 @@ def test_tool_settings_re_render_prove_s_template_and_leave_a_model_s_own_alone(
     text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"},
                                           {"role": "tool", "content": long}], tokenize=False)
     assert "x" * 50 in text and "x" * 51 not in text
+    apply_tool_settings(tokenizer, None, 80)  # a cut alone keeps the rendering the template had
+    assert tokenizer.chat_template == chat_template("signatures", 80)
 
 
 def test_compact_schemas_show_types_enums_and_a_one_line_description(smol_tokenizer, corpus):
@@ -226,17 +233,6 @@ def smol_folder(smol_tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("smol-tokenizer")
     smol_tokenizer.save_pretrained(folder)
     return folder
-
-
-@pytest.fixture(scope="module")
-def corpus_path(tmp_path_factory):
-    from prove_core.synth.pipeline import synthesize
-
-    tmp = tmp_path_factory.mktemp("kits")
-    exp = load_experiment({"name": "c", "output_dir": str(tmp), "servers": [{"name": "banking"}],
-                           "synth": {"examples": 12, "plots": False, "exports": [], "cache_dir": str(tmp / "cache")}})
-    synthesize(exp, Plugins().load(autoload=False), echo=lambda _: None, progress=False)
-    return tmp / "c" / "synth" / "corpus.jsonl"
 
 
 @pytest.mark.parametrize("backend, option, small", [("verl", "max_prompt_length", 256), ("verl", "max_response_length", 64),

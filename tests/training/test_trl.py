@@ -102,7 +102,7 @@ def test_an_interrupted_warm_up_resumes_to_the_weights_of_an_uninterrupted_one(f
     from prove_plugins.train.local import load, sft_warmup
 
     tmp, _, _, _ = first_run
-    exp = experiment(tmp_path, steps=1, sft={"steps": 12, "batch_size": 4, "checkpoint_every": 4})
+    exp = experiment(tmp_path, steps=1, sft={"steps": 12, "batch_size": 4, "checkpoint_every": 4, "max_length": 4096})
     train = [from_json(r, Example) for r in read_jsonl(tmp / "t" / "synth" / "corpus.jsonl")]
     start = tmp / "t" / "train" / "base"
 

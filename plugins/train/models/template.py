@@ -203,7 +203,8 @@ def apply_tool_settings(tokenizer: Any, tool_detail: str | None, max_tool_chars:
     replaced by PROVE's (``ensure_tool_template``)."""
     if is_prove_template(tokenizer.chat_template):
         if tool_detail is not None or max_tool_chars is not None:
-            tokenizer.chat_template = chat_template(tool_detail or "compact", max_tool_chars)
+            current = next((name for name, block in TOOL_DETAILS.items() if block in tokenizer.chat_template), "compact")
+            tokenizer.chat_template = chat_template(tool_detail or current, max_tool_chars)
         return
     ensure_tool_template(tokenizer, tool_detail=tool_detail or "compact", max_tool_chars=max_tool_chars,
                          echo=echo, name=name)
