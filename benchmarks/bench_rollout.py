@@ -40,6 +40,7 @@ from prove_core.model import Example, from_json, read_jsonl  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.reward.core import build_reward  # noqa: E402
 from prove_core.synth.pipeline import synthesize  # noqa: E402
+from prove_core.train.core import task_tools  # noqa: E402
 
 SHAPES = {
     "smollm2": {},  # the pretrained model source, not a shape
@@ -105,7 +106,8 @@ def main() -> None:
                                          "cache_dir": str(Path(tmp) / "cache")}})
         synthesize(exp, plugins, echo=lambda _: None, progress=False)
         examples = [from_json(r, Example) for r in read_jsonl(Path(tmp) / "b" / "synth" / "corpus.jsonl")]
-    examples = [e for e in examples if e.task.expected == "call"][:episodes]
+    # the prompts the quickstart trains on: the task's tools and distractors, up to 4 ([train] tools = "task")
+    examples = [task_tools(e, 4) for e in examples if e.task.expected == "call"][:episodes]
     torch.manual_seed(0)
     if Path(args.model).is_dir() or args.arch == "smollm2":
         from transformers import AutoModelForCausalLM, AutoTokenizer
