@@ -10,9 +10,11 @@ turn limits. The returned ``env_mask`` keeps the environment's tokens out of the
 reward component is one TRL reward function with its weight, so TRL's total is exactly the
 PROVE reward, and TRL logs each component; we also write them every step to ``metrics.jsonl``.
 
-Flow: prepare the model (tiny or ``[train.model].path``) -> optional SFT warm-up -> held-out
+Flow: prepare the model (a named ``source``, ``[train.model].path`` or the tiny one; a chat template
+that renders tools) -> measure the data with its tokenizer and refuse a cutting configuration ->
+with a warm-up: held-out evaluation of the start model, then the SFT warm-up -> held-out
 evaluation -> GRPO (resumes from the last checkpoint in ``<run>/train/grpo``) -> held-out
-evaluation -> ``<run>/train/final``.
+evaluation -> ``<run>/train/final``. ``[train] device`` picks the CPU or a GPU (bf16 there).
 """
 
 from __future__ import annotations
