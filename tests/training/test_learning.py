@@ -1,6 +1,6 @@
 """The loop really learns: on a fixed seed, GRPO with the PROVE reward raises the held-out mean reward
 of the SFT-only model. A tiny model trained from scratch (the main job trains SmolLM2-135M, which a
-test cannot afford): one world, direct requests, a warm-up long enough to call tools, ten GRPO steps."""
+test cannot afford): one world, direct requests, a warm-up long enough to call tools, twenty GRPO steps."""
 
 import pytest
 
@@ -10,7 +10,7 @@ from prove_core.config import load_experiment  # noqa: E402
 from prove_core.plugin.manager import Plugins  # noqa: E402
 from prove_core.stages import run_experiment  # noqa: E402
 
-STEPS = 10
+STEPS = 20
 HELD_OUT = 32
 TEMPERATURE = 0.8  # the quickstart's sampling temperature, for the rollouts and the held-out evaluation
 
@@ -21,7 +21,7 @@ TINY_RECIPE = {
     "synth": {"examples": 120, "plots": False, "seeds": 1, "conversation": {"lookup_rate": 0.0}},
     "train": {"backend": "trl", "tools": "task", "steps": STEPS, "group_size": 8, "batch_size": 4, "kl": 0.01, "lr": 1e-4,
               "temperature": TEMPERATURE, "max_new_tokens": 96, "checkpoint_every": 100,
-              "model": {"hidden_size": 128, "layers": 2, "vocab_size": 2048, "max_tool_chars": 300},
+              "model": {"hidden_size": 128, "layers": 2, "vocab_size": 2048, "tool_detail": "compact", "max_tool_chars": 300},
               "sft": {"steps": 250, "max_length": 2048, "too_long": "skip"},
               "eval": {"held_out": HELD_OUT, "temperature": TEMPERATURE, "samples": 2},
               "options": {"tensorboard": False}},
