@@ -111,14 +111,23 @@ def load(path: Path, job: TrainJob | None = None) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def measured(job: TrainJob, tokenizer: Any, train: Any) -> Any:
+    """The ``Lengths`` of the training and held-out examples under ``tokenizer``, printed and kept
+    in ``lengths.json``."""
+    from prove_plugins.train.lengths import measure
+
+    lengths = measure(tokenizer, [*train, *job.held_out])
+    job.echo(f"lengths: {lengths.describe()}")
+    write_atomic(job.out_dir / "lengths.json", json.dumps(lengths.to_json(), indent=2))
+    return lengths
+
+
 def check_lengths(job: TrainJob, tokenizer: Any, positions: int) -> None:
     """Measure the real data under the model's tokenizer, report it, and refuse a configuration
     that would cut a prompt (GRPO) or a conversation (the warm-up): ``prove_plugins.train.lengths``."""
-    from prove_plugins.train.lengths import measure, require
+    from prove_plugins.train.lengths import require
 
-    lengths = measure(tokenizer, [*job.train, *job.held_out])
-    job.echo(f"lengths: {lengths.describe()}")
-    write_atomic(job.out_dir / "lengths.json", json.dumps(lengths.to_json(), indent=2))
+    lengths = measured(job, tokenizer, job.train)
     s = job.settings
     fixes = [*(['offer fewer tools ([train] tools = "task")'] if s.tools == "all" else []),
              *(["a shorter schema rendering ([train.model] tool_detail)"] if s.model.tool_detail != "signatures" else []),
@@ -146,15 +155,12 @@ def kit_model(job: TrainJob) -> tuple[str, Any]:
         return model, None
     from transformers import AutoTokenizer
 
-    from prove_plugins.train.lengths import measure
     from prove_plugins.train.models.template import apply_tool_settings
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     apply_tool_settings(tokenizer, job.settings.model.tool_detail, job.settings.model.max_tool_chars, echo=job.echo,
                         name=model)
-    lengths = measure(tokenizer, [*job.prompts(job.train), *job.held_out])
-    job.echo(f"lengths: {lengths.describe()}")
-    write_atomic(job.out_dir / "lengths.json", json.dumps(lengths.to_json(), indent=2))
+    lengths = measured(job, tokenizer, job.prompts(job.train))
     return model, lengths
 
 
