@@ -126,6 +126,8 @@ class ToolDef:
     examples: tuple[Example, ...] = ()
     asks: Asks = ()
     values: Mapping[str, ValueSource] = attrs.field(factory=dict)
+    answers: tuple[str, ...] = ()  # result fields that answer a request (prove_core.toolkit.answers)
+    sensitive: frozenset[str] = frozenset()  # result fields a reply never repeats
 
     @property
     def name(self) -> str:
@@ -155,6 +157,7 @@ class Server:
         seed: Callable[[random.Random, Any], State],
         options: type = NoOptions,
         version: str = "1",
+        sensitive: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.domain = domain
@@ -163,6 +166,7 @@ class Server:
         self.seed_fn = seed
         self.options_type = options
         self.version = version
+        self.sensitive = frozenset(sensitive)  # fields no reply repeats, for every tool (toolkit.answers)
         self.tools: dict[str, ToolDef] = {}
 
     # A benchmark environment (BFCL's backends, τ²'s domains) is for held-out evaluation only:
@@ -196,6 +200,8 @@ class Server:
         examples: Sequence[Example] = (),
         asks: Asks = (),
         values: Mapping[str, ValueSource] | None = None,
+        answers: Sequence[str] = (),
+        sensitive: Sequence[str] = (),
         name: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a tool. ``read_only``, ``destructive`` and ``idempotent`` are the
@@ -208,7 +214,9 @@ class Server:
 
         For synthesis: ``asks`` are the ways a user asks for this tool, in their own words, with
         ``{param}`` slots (see ``prove_core.toolkit.phrasing``); ``values`` draw realistic values
-        for parameters a user chooses freely (a payee's name, an amount), per call."""
+        for parameters a user chooses freely (a payee's name, an amount), per call; ``answers`` the
+        result fields a reply must state and ``sensitive`` those it never repeats (see
+        ``prove_core.toolkit.answers``)."""
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             tool_name = name or fn.__name__
@@ -236,6 +244,7 @@ class Server:
             self.tools[tool_name] = ToolDef(
                 spec=spec, fn=fn, validate=fastjsonschema.compile(parameters), examples=tuple(examples),
                 asks=asks if callable(asks) else tuple(asks), values=dict(values or {}),
+                answers=tuple(answers), sensitive=self.sensitive | frozenset(sensitive),
             )
             return fn
 

@@ -48,6 +48,20 @@ class Snapshot:
     vars: immutables.Map[str, Any]
 
 
+@attrs.frozen
+class Change:
+    """One record a call changed (``State.changes_since``): ``kind`` is ``created``, ``updated`` or
+    ``deleted``; ``fields`` are the updated fields; ``before``/``after`` the record (None where it
+    did not exist)."""
+
+    entity: str
+    id: str
+    kind: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    fields: tuple[str, ...]
+
+
 class Table:
     """Declares one id-keyed table on a ``State`` subclass; reading it gives a ``Collection``.
 
@@ -362,6 +376,28 @@ class State:
         if self._counters is not snap.counters or self._vars is not snap.vars:
             return True
         return any(self._tables[name] is not snap.tables.get(name) for name in self._tables)
+
+    def changes_since(self, snap: Snapshot) -> list[Change]:
+        """What the calls since ``snap`` did to the records of the tables (counters, the clock
+        and other variables left out): each record created, deleted or updated, with the fields
+        that changed. Tables untouched since ``snap`` cost one identity check."""
+        out: list[Change] = []
+        for name, spec in self._table_specs.items():
+            now, then = self._tables[name], snap.tables.get(name)
+            if now is then or then is None:
+                continue
+            for rid, record in now.items():
+                old = then.get(rid)
+                if old is None:
+                    out.append(Change(spec.entity, rid, "created", None, _public(record), ()))
+                elif old is not record and old != record:
+                    fields = tuple(k for k in sorted(set(old) | set(record)) if k != "_seq" and old.get(k) != record.get(k))
+                    if fields:
+                        out.append(Change(spec.entity, rid, "updated", _public(old), _public(record), fields))
+            for rid, old in then.items():
+                if rid not in now:
+                    out.append(Change(spec.entity, rid, "deleted", _public(old), None, ()))
+        return out
 
     def table_sizes(self) -> dict[str, int]:
         return {name: len(self._tables[name]) for name in self._table_specs}
