@@ -252,8 +252,8 @@ class LLMTeacher(ProgrammaticTeacher):
             lambda text: all(m in text for m in mentioned) and all(t in allowed for t in ID_PATTERN.findall(text)),
             fallback)
 
-    def report(self, results: list[tuple[str, dict[str, Any]]], rng: Any) -> str:
-        fallback = super().report(results, rng)
+    def report(self, results: list[tuple[str, dict[str, Any]]], rng: Any, facts: Any = (), closing: bool = True) -> str:
+        fallback = super().report(results, rng, facts=facts, closing=closing)
         blob = json.dumps([{"tool": t, "result": r} for t, r in results])[:6000]
         known = set(ID_PATTERN.findall(blob))
         return self._generate(REPORT_PROMPT.format(results=blob),

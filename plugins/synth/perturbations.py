@@ -9,7 +9,9 @@
   removed from the offered tools, so that request cannot be done as asked. The expected behaviour
   is ``clarify`` when the hidden tool is a read-only lookup whose result a later call of the
   request needs (the assistant asks the user for what it would have found) and ``abstain``
-  otherwise (the assistant declines, naming what it cannot do).
+  otherwise (the assistant declines, naming what it cannot do, and offers the parts of the
+  request that the offered tools can still do). No example is made when another offered tool
+  finds what the hidden one would have (a clarification would ask the user for what a tool finds).
 
 The last two keep the prompt (system and first user turn), drop the ground-truth calls and end
 with the assistant's written reply. Each records what it changed in ``task.meta["perturbations"]``.
@@ -187,6 +189,9 @@ class HiddenTool:
         hidden = first[0]  # every other call of the request depends on what comes before it
         spec = context.spec(task.servers, hidden.tool)
         needs = _needed_entity(first, hidden, task.servers, context, example)
+        left = [tool_name(t) for t in example.tools if tool_name(t) != hidden.tool]
+        if needs and _finder(needs, left, task.servers, context):
+            return None  # another offered tool finds it: asking the user for it would be lazy
         expected = self.config.expect
         if expected == "auto":
             expected = "clarify" if spec is not None and spec.annotations.read_only and needs else "abstain"
@@ -197,16 +202,19 @@ class HiddenTool:
                 local = local[len(prefix):]
         capability = local.replace("_", " ")
         teacher = context.teacher
+        # the parts of the request that do not need the hidden tool: offered, not done unasked
+        doable = [_capability(c.tool, task.servers, context) for c in first[1:]
+                  if c.tool in left and not _needs(c, hidden, first)]
         text = teacher.ask_instead(capability, needs or "item", rng) if expected == "clarify" else \
-            teacher.unavailable(capability, rng)
+            teacher.unavailable(capability, rng, doable=list(dict.fromkeys(doable)))
         changed = attrs.evolve(
             example,
             tools=[t for t in example.tools if tool_name(t) != hidden.tool],
             messages=[*prompt_only(example), Message(role="assistant", content=text)],
             task=attrs.evolve(task, calls=[], expected=expected),
         )
-        return record(changed, {"name": self.name, "tool": hidden.tool, "expected": expected,
-                                "request_calls": [c.id for c in first],
+        return record(changed, {"name": self.name, "tool": hidden.tool, "expected": expected, "needs": needs,
+                                "offered_parts": doable, "request_calls": [c.id for c in first],
                                 "dropped_calls": [c.id for c in task.calls]})
 
 
@@ -241,6 +249,40 @@ def _needed_entity(first: list[Any], hidden: Any, servers: list[str], context: P
             if isinstance(value, str) and value not in said:
                 return entity
     return None
+
+
+def _finder(entity: str, offered: list[str], servers: list[str], context: PerturbationContext) -> str | None:
+    """An offered read-only tool that returns ``entity`` records without being given one (a
+    search or a listing), or None."""
+    for name in offered:
+        spec = context.spec(servers, name)
+        if spec is None or not spec.annotations.read_only or entity not in spec.reads:
+            continue
+        if not set(spec.entity_params()) & set(spec.parameters.get("required", [])):
+            return name
+    return None
+
+
+def _needs(call: Any, hidden: Any, first: list[Any]) -> bool:
+    """Whether ``call`` depends, directly or through other calls of the request, on ``hidden``."""
+    by_id = {c.id: c for c in first}
+    todo, seen = list(call.depends_on), set()
+    while todo:
+        dep = todo.pop()
+        if dep == hidden.id:
+            return True
+        if dep not in seen and dep in by_id:
+            seen.add(dep)
+            todo += by_id[dep].depends_on
+    return False
+
+
+def _capability(public: str, servers: list[str], context: PerturbationContext) -> str:
+    for server in servers:
+        prefix = context.public_name(servers, server, "")
+        if prefix and public.startswith(prefix):
+            public = public[len(prefix):]
+    return public.replace("_", " ")
 
 
 PERTURBATIONS = (Irrelevance, HiddenTool, Distractors, EnumStripping)

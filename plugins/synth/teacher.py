@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 from prove_core import hookimpl
+from prove_core.synth.quality import strings
 from prove_core.synth.validation import ID_PATTERN
+from prove_core.toolkit.answers import field_phrase, flat, value_forms
 
 VERBS = {
     "get": ("look up", "check", "pull up", "show me"),
@@ -66,8 +69,65 @@ ANSWERS = ("It's {value}.", "{value}", "Use {value}.", "Oh right, {value}.", "So
 DONE = ("Done. {summary}", "All set. {summary}", "Here you go. {summary}", "{summary}", "Finished. {summary}",
         "That's taken care of. {summary}")
 FAILED = ("I couldn't do that: {message}", "That didn't go through — {message}",
-          "I tried, but it was refused: {message}", "Unfortunately that failed: {message} I've left everything as it was.",
-          "I wasn't able to complete it: {message} Nothing was changed.")
+          "I tried, but it was refused: {message}", "Unfortunately that failed: {message}",
+          "I wasn't able to complete it: {message}", "It was refused: {message}", "No luck — {message}")
+NOTHING_CHANGED = (" That request changed nothing.", " Nothing was changed.", " I've left everything as it was.", "")
+ALREADY = ("{message} So it's already the way you want it — nothing needed changing.",
+           "It's already done: {message} No change was needed.",
+           "Good news: {message} There was nothing to change.",
+           "No need — {message} I left it as it is.",
+           "That's already the case. {message}")
+OFFER_FIX = ("It was refused: {message} Do you want me to {fix} and then try again?",
+             "I couldn't do it yet — {message} Should I {fix} and retry?",
+             "{message} If you'd like, I can {fix} and then do it.",
+             "That needs a step first: {message} Want me to {fix}?")
+PREREQUISITE = ("{message} I'll {fix} and try again.", "That needs one step first — {message} Doing that now.",
+                "{message} Let me take care of that first.", "It was refused because of a missing step: {message} "
+                "Fixing that, then retrying.")
+# Replies that answer: an opener, then what the user asked for, in sentences.
+OPEN_READ = ("", "", "", "Sure. ", "Here's what I found. ", "I checked. ", "Okay — ", "Got it. ", "I looked it up. ",
+             "Let me see. ", "Here it is. ")
+OPEN_WRITE = ("", "", "Done — ", "All set. ", "That went through. ", "Okay, ", "Finished. ", "Taken care of. ",
+              "Sure thing. ", "Great, ")
+CLOSERS = ("", "", "", "", " Anything else?", " Let me know if you need more.", " Want me to do anything else with it?")
+FIRST_FIELD = ("The {field} of {subject} is {value}.", "{Subject} has a {field} of {value}.",
+               "For {subject}, the {field} is {value}.", "{Subject} shows {value} as the {field}.",
+               "On {subject}, the {field} is {value}.", "I see a {field} of {value} on {subject}.",
+               "{Subject}: the {field} is {value}.")
+BARE_FIELD = ("The {field} is {value}.", "It shows a {field} of {value}.", "Right now the {field} is {value}.",
+              "{Field}: {value}.", "I see {value} as the {field}.", "The {field} comes to {value}.")
+MORE_FIELD = ("Its {field} is {value}.", "The {field} is {value}.", "{Field}: {value}.",
+              "It also shows a {field} of {value}.", "And the {field} is {value}.")
+STATUS = ("{Subject} is {value}.", "{Subject} is currently {value}.", "The status of {subject} is {value}.",
+          "{Subject} shows as {value}.")
+LIST_HEAD = ("I found {n} {what}", "There are {n} {what}", "{N} {what} came up", "That gives {n} {what}",
+             "I see {n} {what}", "Here are the {n} {what}")
+LIST_ONE = ("I found one {one}", "There is one {one}", "Just one {one} came up", "I see a single {one}")
+LIST_EMPTY = ("I found no {what}.", "There are no {what}.", "Nothing came up — no {what}.", "I don't see any {what}.",
+              "No {what} at the moment.")
+FOUND = ("I found {desc}.", "That's {desc}.", "I looked up {desc}.", "")
+CREATED = ("I've {verbed} {desc}.", "{Desc} is {verbed}.", "{Desc} has been {verbed}.", "I {verbed} {desc}.",
+           "Okay, {desc} is {verbed}.")
+ALONG = ("Along with it, {what} {was} {done}.", "That also {done} {what}.", "{What} {was} {done} with it.")
+MADE_TOO = ("A new {noun} was created with it: {desc}.", "That also created {desc}.", "It came with a new {noun}: {desc}.")
+CREATING = frozenset({"create", "add", "book", "schedule", "send", "make", "open", "invite", "post", "write", "log",
+                      "upload", "place", "start", "request", "submit", "save", "register", "order", "issue", "apply",
+                      "share", "reply", "forward", "copy", "duplicate", "plan", "draft", "compose", "new", "set", "leave",
+                      "reserve", "rate", "review", "comment", "import", "pay", "transfer", "tip", "follow", "subscribe", "join"})
+UPDATED = ("The {field} of {desc} is now {new} (it was {old}).", "{Desc}: {field} changed from {old} to {new}.",
+           "{Desc} now has {field} {new} instead of {old}.", "I changed the {field} of {desc} from {old} to {new}.",
+           "{Field} on {desc} went from {old} to {new}.")
+UPDATED_STATUS = ("{Desc} is now {new}.", "{Desc} is {new} now (it was {old}).", "I've marked {desc} as {new}.",
+                  "{Desc} went from {old} to {new}.")
+DELETED = ("{Desc} is {verbed}.", "I've {verbed} {desc}.", "{Desc} has been {verbed}.", "{Desc} is gone now.")
+UNCHANGED = ("Nothing needed changing — it was already that way.", "It was already set like that, so nothing changed.",
+             "That's how it already was; nothing changed.")
+PAST = {"send": "sent", "pay": "paid", "make": "made", "set": "set", "put": "put", "write": "written", "freeze": "frozen",
+        "leave": "left", "buy": "bought", "get": "got", "run": "run", "begin": "begun", "take": "taken", "give": "given",
+        "cancel": "cancelled", "stop": "stopped", "ship": "shipped", "submit": "submitted", "pin": "pinned",
+        "plan": "planned", "unpin": "unpinned", "shut": "shut", "forward": "forwarded", "rsvp": "answered",
+        "mute": "muted", "log": "logged", "tag": "tagged", "flag": "flagged", "star": "starred", "unstar": "unstarred",
+        "top": "topped", "drop": "dropped", "checkout": "checked out", "login": "logged in", "setup": "set up", "split": "split", "upload": "uploaded", "refund": "refunded"}
 RECOVER = ("That didn't work: {message} Do you want me to try a different {what}?",
            "It was refused — {message} Should I use another {what} instead?",
            "I hit a problem: {message} Which {what} would you like me to use instead?",
@@ -99,6 +159,8 @@ DECLINE = ("I'm sorry, but none of the tools I have can help with that: {what_i_
 UNAVAILABLE = ("I'm sorry — I can't {capability} here: none of the tools I have can do that, so I haven't done anything.",
                "I don't have a tool to {capability}, so I can't take care of this request. Nothing has been changed.",
                "Unfortunately, {capability} isn't something my tools support, so I can't do this for you.")
+OFFER_REST = (" I can still {parts} for you, though — should I go ahead with that part?",
+              " The rest I can do: {parts}. Want me to?", " What I can do is {parts}; shall I?")
 ASK_INSTEAD = ("I can't {capability} with the tools I have. "
                "If you tell me which {noun} you mean (its id), I can go on from there.",
                "I don't have a way to {capability} here. Could you give me the {noun} id directly?",
@@ -247,14 +309,51 @@ class ProgrammaticTeacher:
         return text[0].upper() + text[1:]
 
     # -- what the assistant says -------------------------------------------------------------
-    def report(self, results: list[tuple[str, dict[str, Any]]], rng: random.Random) -> str:
-        pieces = []
-        for _tool, data in results:
-            pieces.append(_summary(data))
-        return rng.choice(DONE).format(summary=" ".join(pieces))
+    def report(self, results: list[tuple[str, dict[str, Any]]], rng: random.Random, facts: Any = (),
+               closing: bool = True) -> str:
+        """The reply after a turn's calls: for each read the user asked for, what answers the
+        request; for each write, what it changed (from the session's state, never a template);
+        sensitive fields never. Without ``facts``, a summary of each result. ``closing=False``:
+        the reply goes on (a refusal follows), so no opener like "Done" and no closing question."""
+        if not facts:
+            return rng.choice(DONE).format(summary=" ".join(_summary(data) for _tool, data in results))
+        sentences: list[str] = []
+        for fact in facts:
+            if fact.read_only or not fact.changes and not _writes(fact):
+                sentences += _answer(fact, rng)
+            else:
+                sentences += _changed(fact, rng)
+        sentences = [x for x in sentences if x]
+        writes = any(not f.read_only for f in facts)
+        opener = rng.choice(OPEN_WRITE if writes else OPEN_READ) if closing else ""  # a part says no "done"
+        body = " ".join(sentences)
+        if opener.endswith(("— ", ", ")) and not body.startswith(("I ", "I'")):
+            body = body[:1].lower() + body[1:]  # "Done — the card ..."
+        closer = rng.choice(CLOSERS) if closing else ""
+        return _cap(re.sub(r"\b([Aa]) (?=[aeio])", r"\1n ", (opener + body + closer).strip()))
 
     def failure(self, tool: str, error: dict[str, Any], rng: random.Random) -> str:
-        return rng.choice(FAILED).format(message=_sentence(error))
+        return rng.choice(FAILED).format(message=_sentence(error)) + rng.choice(NOTHING_CHANGED)
+
+    def already(self, error: dict[str, Any], rng: random.Random) -> str:
+        """A refusal that says what the user wants is already so."""
+        return _cap(rng.choice(ALREADY).format(message=_sentence(error)))
+
+    def offer_fix(self, error: dict[str, Any], fix: str, rng: random.Random) -> str:
+        """A refusal that names a step the assistant may not take unasked: it offers it."""
+        return _cap(rng.choice(OFFER_FIX).format(message=_sentence(error), fix=_fix(fix)))
+
+    def prerequisite_note(self, error: dict[str, Any], fix: str, rng: random.Random) -> str:
+        """Said before taking the step a refusal named, then retrying."""
+        return _cap(rng.choice(PREREQUISITE).format(message=_sentence(error), fix=_fix(fix)))
+
+    def still_done(self, text: str) -> str:
+        """A refusal's reply once a write of the conversation went through: without any claim
+        that nothing changed (what did change is reported from the state beside it)."""
+        for claim in NOTHING_CHANGED:
+            if claim and text.endswith(claim):
+                return text[: -len(claim)]
+        return text
 
     def recovery_question(self, error: dict[str, Any], what: str, rng: random.Random) -> str:
         return rng.choice(RECOVER).format(message=_sentence(error), what=noun(what))
@@ -274,13 +373,229 @@ class ProgrammaticTeacher:
         what = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         return rng.choice(DECLINE).format(what_i_can=what)
 
-    def unavailable(self, capability: str, rng: random.Random) -> str:
-        """The decline when the tool a request needs is not offered."""
-        return rng.choice(UNAVAILABLE).format(capability=capability)
+    def unavailable(self, capability: str, rng: random.Random, doable: list[str] | tuple[str, ...] = ()) -> str:
+        """The decline when the tool a request needs is not offered; it offers the parts of the
+        request the offered tools can do (``doable``) instead of declining them too."""
+        text = rng.choice(UNAVAILABLE).format(capability=capability)
+        if doable:
+            parts = doable[0] if len(doable) == 1 else ", ".join(doable[:-1]) + " and " + doable[-1]
+            text += rng.choice(OFFER_REST).format(parts=parts)
+        return text
 
     def ask_instead(self, capability: str, entity: str, rng: random.Random) -> str:
         """The clarification when a lookup the request needs is not offered: ask for its result."""
         return rng.choice(ASK_INSTEAD).format(capability=capability, noun=noun(entity))
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+def _fix(clause: str) -> str:
+    """"verify the payee first" as something to offer: "verify the payee"."""
+    clause = clause.strip().rstrip(".")
+    return clause[:-len(" first")] if clause.lower().endswith(" first") else clause
+
+
+def singular(noun_phrase: str) -> str:
+    """"replies" → "reply", "addresses" → "address", "cards" → "card"."""
+    if noun_phrase.endswith("ies") and len(noun_phrase) > 4:
+        return noun_phrase[:-3] + "y"
+    if noun_phrase.endswith(("sses", "xes", "ches", "shes")):
+        return noun_phrase[:-2]
+    return noun_phrase[:-1] if noun_phrase.endswith("s") and not noun_phrase.endswith("ss") else noun_phrase
+
+
+def past(verb: str) -> str:
+    if verb in PAST:
+        return PAST[verb]
+    if verb.endswith("e"):
+        return verb + "d"
+    if verb.endswith("y") and len(verb) > 2 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ied"
+    return verb + "ed"
+
+
+def _writes(fact: Any) -> bool:
+    return not fact.read_only
+
+
+def _say(field: str, value: Any, record: dict[str, Any], rng: random.Random) -> str:
+    forms = value_forms(field, value, record)
+    text = forms[0] if rng.random() < 0.8 else rng.choice(forms[:2])
+    return text.rstrip(".") if isinstance(value, str) else text
+
+
+def _field(field: str) -> str:
+    return field_phrase(field)
+
+
+def _subject(fact: Any, record: dict[str, Any]) -> str | None:
+    entity = fact.entity or "record"
+    return describe(entity, record)
+
+
+def _usable(fact: Any, key: str, value: Any) -> bool:
+    return key not in fact.hidden and value is not None and value != "" and not isinstance(value, list | dict)
+
+
+def _answer(fact: Any, rng: random.Random) -> list[str]:
+    """What a read found, stated as an answer to the request."""
+    data = fact.data if isinstance(fact.data, dict) else {"items": fact.data}
+    if fact.listing is not None:
+        items = [x for x in (data.get(fact.listing) or []) if isinstance(x, dict)]
+        what = humanize(fact.listing)
+        one = singular(what)
+        if not items:
+            return [rng.choice(LIST_EMPTY).format(what=what)]
+        head = rng.choice(LIST_ONE).format(one=one) if len(items) == 1 else \
+            rng.choice(LIST_HEAD).format(n=len(items), N=len(items), what=what)
+        shown = [_listed(fact, one, item, rng) for item in items[:3]]
+        more = f", and {len(items) - 3} more" if len(items) > 3 else ""
+        return [f"{head}: " + "; ".join(shown) + more + "."]
+    record = flat(data)
+    subject = _subject(fact, data)
+    said: list[str] = []
+    fields = [f for f in fact.answers if f in record and _usable(fact, f, record[f])]
+    for i, key in enumerate(fields):
+        value = _say(key, record[key], record, rng)
+        if isinstance(record[key], bool):
+            phrase = _field(key).removeprefix("is ")
+            said.append(f"{_cap(subject or 'it')} is {'' if record[key] else 'not '}{phrase}." if i == 0 else
+                        f"It is {'' if record[key] else 'not '}{phrase}.")
+        elif key in ("status", "state") and isinstance(record[key], str):
+            said.append(rng.choice(STATUS).format(Subject=_cap(subject or "it"), subject=subject or "it", value=value))
+        elif i == 0:
+            frame = rng.choice(FIRST_FIELD if subject else BARE_FIELD)
+            said.append(frame.format(field=_field(key), Field=_cap(_field(key)), value=value,
+                                     subject=subject, Subject=_cap(subject or "")))
+        else:
+            said.append(rng.choice(MORE_FIELD).format(field=_field(key), Field=_cap(_field(key)), value=value))
+    return said or ([rng.choice(FOUND).format(desc=subject)] if subject else [_summary(data)])
+
+
+def _listed(fact: Any, one: str, item: dict[str, Any], rng: random.Random) -> str:
+    """One listed record: how a person names it, and the fields that answer the request."""
+    described = describe(one.replace(" ", "_"), item) or _item(one, item) or one
+    record = flat(item)
+    facts = [f"{_field(k)} {_say(k, record[k], record, rng)}" for k in fact.answers
+             if k in record and _usable(fact, k, record[k])
+             and not (isinstance(record[k], str) and len(record[k]) > 2 and record[k] in described)]
+    return f"{described} ({', '.join(facts)})" if facts else described
+
+
+def _desc(change: Any, record: dict[str, Any] | None) -> str:
+    record = record or {}
+    return describe(change.entity, record) or f"{noun(change.entity)} {change.id}"
+
+
+def _changed(fact: Any, rng: random.Random) -> list[str]:
+    """What a write changed, from the session's state: the records it acted on one by one
+    (those it names first), the records that changed along with them in a sentence."""
+    if not fact.changes:
+        return [rng.choice(UNCHANGED)]
+    named = set(strings(fact.data))
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for change in fact.changes:
+        groups.setdefault((change.kind, change.entity), []).append(change)
+    order = sorted(groups.items(), key=lambda kv: (not any(c.id in named for c in kv[1]),
+                                                   {"created": 0, "deleted": 1, "updated": 2}[kv[0][0]]))
+    said: list[str] = []
+    (kind, entity), first = order[0]
+    for change in first[:3]:
+        said += _one_change(fact, change, rng)
+    if len(first) > 3:
+        said.append(f"{len(first) - 3} more {noun(entity)}s too.")
+    for (kind, entity), changes in order[1:]:
+        n = len(changes)
+        what = f"{n} {noun(entity)}{'s' if n > 1 else ''}" if n > 1 or kind != "created" else \
+            (describe(entity, changes[0].after or {}) or f"a {noun(entity)}")
+        said.append(rng.choice(ALONG).format(what=what, What=_cap(what), was="were" if n > 1 else "was",
+                                             done={"created": "created", "deleted": "removed", "updated": "updated"}[kind]))
+    record = flat(fact.data) if isinstance(fact.data, dict) else {}
+    for key in fact.answers:  # what the write's result tells beside the changes (a new total)
+        if key in record and _usable(fact, key, record[key]) and not any(key in c.fields for c in fact.changes):
+            said.append(rng.choice(MORE_FIELD).format(field=_field(key), Field=_cap(_field(key)),
+                                                      value=_say(key, record[key], record, rng)))
+    return said
+
+
+def _one_change(fact: Any, change: Any, rng: random.Random) -> list[str]:
+    if change.kind == "created":
+        record = change.after or {}
+        desc = describe(change.entity, record) or f"a new {noun(change.entity)}"
+        desc = rng.choice((f"{desc} ({change.id})", f"{desc}, id {change.id},", desc))
+        frames = CREATED if fact.verb in CREATING else MADE_TOO  # else a record made along the way
+        text = rng.choice(frames).format(verbed=past(fact.verb), desc=desc, Desc=_cap(desc), noun=noun(change.entity))
+        status = record.get("status")
+        if isinstance(status, str) and "status" not in fact.hidden and rng.random() < 0.7:
+            text = text.rstrip(".,") + f" — its status is {humanize(status)}."
+        return [text.replace(",.", ".")]
+    if change.kind == "deleted":
+        desc = _desc(change, change.before)
+        word = past(fact.verb) if fact.verb in ("delete", "remove", "cancel", "archive", "clear", "discard", "leave",
+                                                 "withdraw", "unsubscribe", "unfollow", "revoke") else "removed"
+        return [rng.choice(DELETED).format(verbed=word, desc=desc, Desc=_cap(desc))]
+    return _updated(fact, change, rng)
+
+
+def _leaves(key: str, old: Any, new: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str, str, Any, Any]]:
+    """The scalar fields that differ between two versions of a field: (the nested part they sit
+    in, the field, how to say it, old, new). ``windows.rear_left`` is "rear left window",
+    ``battery.charge_limit_pct`` "battery charge limit", ``doors.rear_right.open`` "open" of the
+    "rear right door"."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [((*path,), key, field_phrase(key), old, new)]
+    plural = key.endswith("s") and len(key) > 3
+    part = humanize(key)[:-1] if plural else humanize(key)
+    out = []
+    for sub in sorted(set(old) | set(new)):
+        a, b = old.get(sub), new.get(sub)
+        if a == b:
+            continue
+        named = f"{part} for {sub}" if ID_PATTERN.fullmatch(str(sub)) else f"{field_phrase(sub)} {part}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [(p, f, ph, x, y) for p, f, ph, x, y in _leaves(sub, a, b, (*path, named))]
+        elif not isinstance(a, list | dict) and not isinstance(b, list | dict):
+            if path:
+                out.append(((*path,), sub, field_phrase(sub), a, b))
+            else:
+                out.append(((), sub, named if plural else f"{part} {field_phrase(sub)}", a, b))
+    return out
+
+
+def _updated(fact: Any, change: Any, rng: random.Random) -> list[str]:
+    before, after = change.before or {}, change.after or {}
+    desc = _desc(change, after)
+    said: list[str] = []
+    pairs: list[tuple[str, str, Any, Any]] = []  # (what it is part of, field, old, new)
+    for key in change.fields:
+        if key in fact.hidden or key.endswith("_at") or key in ("updated", "modified", "version"):
+            continue
+        old, new = before.get(key), after.get(key)
+        if isinstance(new, dict) and old is None:
+            parts = [f"{_field(k)} {value_forms(k, v, new)[0]}" for k, v in new.items()
+                     if not isinstance(v, list | dict) and v is not None and not k.endswith("_id") and k not in fact.hidden][:3]
+            said.append(f"{_cap(desc)} now has a {_field(key)}" + (f": {', '.join(parts)}." if parts else "."))
+        elif isinstance(old, dict) and new is None:
+            said.append(f"{_cap(desc)} no longer has a {_field(key)}.")
+        elif isinstance(old, list) or isinstance(new, list):
+            continue
+        else:
+            for path, leaf, phrase, a, b in _leaves(key, old, new):
+                thing = f"the {path[-1]} of {desc}" if path else desc
+                pairs.append((thing, leaf, phrase, a, b))
+    for thing, key, phrase, old, new in pairs[:3]:
+        if isinstance(new, bool):
+            phrase = phrase.removeprefix("is ")
+            said.append(_cap(f"{thing} is now {phrase}." if new else f"{thing} is no longer {phrase}."))
+            continue
+        old_text = "nothing" if old is None else _say(key, old, before, rng)
+        new_text = "nothing" if new is None else _say(key, new, after, rng)
+        frames = UPDATED_STATUS if key in ("status", "state") else UPDATED
+        said.append(rng.choice(frames).format(field=phrase, Field=_cap(phrase), desc=thing,
+                                              Desc=_cap(thing), old=old_text, new=new_text))
+    return said or [rng.choice(("I've updated {desc}.", "{Desc} is updated.")).format(desc=desc, Desc=_cap(desc))]
 
 
 def _sentence(error: dict[str, Any]) -> str:

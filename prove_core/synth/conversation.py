@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any, Protocol
 
 import attrs
@@ -37,9 +38,12 @@ from prove_core.config import STRATA, MachineConfig
 from prove_core.env.runtime import Environment, ToolResult, example_at
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
+from prove_core.synth.quality import skeleton
 from prove_core.synth.validation import SCHEMA_CODES
 from prove_core.toolkit.phrasing import implied_by_wording, slots, templates
+from prove_core.toolkit.answers import sensitive_fields, what_answers, words
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
+from prove_core.toolkit.state import Change
 
 # Fields of a record a user may know it by, and look it up with.
 LOOKUP_FIELDS = ("name", "full_name", "display_name", "email", "title", "username", "handle", "nickname", "company")
@@ -68,8 +72,13 @@ class Teacher(Protocol):
                      values: tuple[Any, ...] = ..., context: tuple[str, ...] = ...) -> str: ...
     def clarify_question(self, what: str, rng: random.Random) -> str: ...
     def clarify_answer(self, param: str, value: str, rng: random.Random) -> str: ...
-    def report(self, results: list[tuple[str, dict[str, Any]]], rng: random.Random) -> str: ...
+    def report(self, results: list[tuple[str, dict[str, Any]]], rng: random.Random,
+               facts: list[Reported] = ..., closing: bool = ...) -> str: ...
     def failure(self, tool: str, error: dict[str, Any], rng: random.Random) -> str: ...
+    def already(self, error: dict[str, Any], rng: random.Random) -> str: ...
+    def offer_fix(self, error: dict[str, Any], fix: str, rng: random.Random) -> str: ...
+    def prerequisite_note(self, error: dict[str, Any], fix: str, rng: random.Random) -> str: ...
+    def still_done(self, text: str) -> str: ...
     def recovery_question(self, error: dict[str, Any], what: str, rng: random.Random) -> str: ...
     def correction(self, value: str, rng: random.Random) -> str: ...
     def retry_note(self, error: dict[str, Any], rng: random.Random) -> str: ...
@@ -99,6 +108,10 @@ class Step:
     failed: tuple[dict[str, Any], ToolResult] | None = None  # a failed attempt the user corrected
     corrected: str | None = None  # the parameter the user corrected
     first_ask: tuple[Any, dict[str, Any] | None] | None = None  # its value and record before the correction
+    changes: list[Change] = attrs.field(factory=list)  # what the call changed in the session (its records)
+    holds: bool = False  # refused because what the user wants is already so (see ConversationMachine.refusal)
+    prerequisite: tuple[str, dict[str, Any], ToolResult] | None = None  # a step the refusal named, done first
+    offered: str | None = None  # the refusal names a fix the assistant may not do unasked (it offers it)
 
     @property
     def ran(self) -> ToolResult:
@@ -106,6 +119,23 @@ class Step:
         if self.result is None:
             raise AttributeError(f"step {self.id} ({self.tool.name}) has no result: it has not run")
         return self.result
+
+
+@attrs.frozen(kw_only=True)
+class Reported:
+    """One successful call of a turn, as the reply reports it (``Teacher.report``'s ``facts``):
+    the fields of its result that answer the request (``prove_core.toolkit.answers``), the
+    records it changed, and the fields never to repeat."""
+
+    tool: str
+    data: Any
+    read_only: bool
+    answers: tuple[str, ...]  # fields of the result (of each listed record, for a listing)
+    listing: str | None  # the list field, when the result is a listing
+    changes: tuple[Change, ...]
+    hidden: frozenset[str]
+    entity: str | None  # the kind of record it reads first
+    verb: str  # the first word of the tool's name
 
 
 @attrs.frozen(kw_only=True)
@@ -152,6 +182,7 @@ class ConversationMachine:
         self._field_values: dict[tuple[str, str], list[Any]] = {}
         self._lookup_tools: dict[tuple[str, str], list[ToolDef]] = {}
         self._lookup_args_cache: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+        self._repeats: dict[tuple[str, str], dict[str, set[str]]] = {}
         sid = env.new_session()
         self.initial_hash = env.state_hash(sid)
         self.today = next(iter(env.runtimes.values())).state(sid).today().isoformat()
@@ -410,6 +441,7 @@ class ConversationMachine:
         outcome = "completed"
         errors = calls = 0
         for i in range(len(steps)):
+            before = steps[i].runtime.state(sid).snapshot()  # what the step changed is reported from it
             # a refused first ask adds one failed call to the planned ones; it must fit the budget
             may_fail = (errors + 1) / (len(steps) + errors + 1) <= self.max_error_rate
             step = self._run_step(steps, i, sid, rng, may_fail=may_fail)
@@ -439,7 +471,16 @@ class ConversationMachine:
                 # gives up) while the conversation stays within the replay's error budget
                 within = (errors + 1) / (calls + 1) <= self.max_error_rate
                 keep = within and rng.random() < self.config.failure_rate
-                if keep and rng.random() < self.config.recovery_rate and self._recover(step, sid, rng):
+                kind = self.refusal(step) if keep else "refusal"
+                if kind == "holds":  # what the user wants is already so: said, not retried
+                    step.holds = True
+                    errors += 1
+                    outcome = "already"
+                elif kind == "prerequisite" and self._do_prerequisite(step, sid):
+                    outcome = "recovered"
+                    errors += 1
+                    calls += 2
+                elif kind == "correctable" and rng.random() < self.config.recovery_rate and self._recover(step, sid, rng):
                     outcome = "recovered"
                     errors += 1
                     calls += 1
@@ -467,8 +508,9 @@ class ConversationMachine:
                         errors += 1
                         calls += 1
             done.append(step)
+            step.changes = step.runtime.state(sid).changes_since(before)
             if step.ran.is_error and self.config.give_up_on_failure:
-                return "gave_up", done, sid
+                return ("already" if step.holds else "gave_up"), done, sid
         return outcome, done, sid
 
     def _run_step(self, steps: list[Step], i: int, sid: str, rng: random.Random, *, may_fail: bool = False) -> Step:
@@ -550,14 +592,111 @@ class ConversationMachine:
                 step.args, step.result = trial, result
                 return
 
-    def _candidates(self, step: Step) -> list[tuple[str, Any]]:
+    def _candidates(self, step: Step, *, correction: bool = False) -> list[tuple[str, Any]]:
         """(param, value) pairs the user could say instead: other entities they own, other
-        amounts or names (never an earlier result's id the user did not single out)."""
+        amounts or names (never an earlier result's id the user did not single out).
+
+        A ``correction`` (the user changes a value after a refusal) keeps the request's target
+        and meaning: a write never moves to another record (deleting another event because this
+        one is refused is not a recovery), and a yes/no or choice value never flips (the user
+        asked to unfreeze; freezing instead inverts the request)."""
+        props = step.tool.spec.parameters.get("properties", {})
         out = []
         for param, others in step.alternatives.items():
-            if param in step.fixed or param in step.described:
-                out += [(param, v) for v in others]
+            if not (param in step.fixed or param in step.described):
+                continue
+            if correction:
+                prop = props.get(param, {})
+                if prop.get(ENTITY_KEY) and not step.tool.spec.annotations.read_only:
+                    continue
+                if "enum" in prop or prop.get("type") == "boolean" or "enum" in prop.get("items", {}):
+                    continue
+            out += [(param, v) for v in others]
         return out
+
+    # -- refusals by what they mean --------------------------------------------------------------
+    def refusal(self, step: Step) -> str:
+        """What a business-rule refusal means for the conversation: ``holds`` (what the user
+        wants is already so: the refusal a repeat of a successful call gets), ``prerequisite``
+        (the message names a step to take first), ``correctable`` (a value the user may change
+        without changing the request's target or meaning), else ``refusal``."""
+        error = step.ran.error or {}
+        reason, message = str(error.get("reason") or ""), str(error.get("message") or "")
+        shapes = self._repeat_refusals(step.tool, step.runtime).get(reason)
+        if shapes is not None and (skeleton(message, ()) in shapes or re.search(r"\balready\b", message, re.I)):
+            return "holds"
+        if _fix_clause(message) is not None:
+            return "prerequisite"
+        return "correctable" if self._candidates(step, correction=True) else "refusal"
+
+    def _repeat_refusals(self, tool: ToolDef, rt: Any) -> dict[str, set[str]]:
+        """Reasons (with their message shapes) with which ``tool`` refuses the repeat of a call
+        that just succeeded: its way of saying "that is already so". Learned from its examples on
+        the seed; a tool that is not idempotent only counts refusals that say it (ALREADY, EXISTS)."""
+        key = (rt.name, tool.name)
+        if key not in self._repeats:
+            found: dict[str, set[str]] = {}
+            if not tool.spec.annotations.read_only:
+                for i in range(len(tool.examples)):
+                    sid = rt.new_session()
+                    try:
+                        args = example_at(tool, rt, sid, i)
+                        if rt.call(sid, tool.name, args).is_error:
+                            continue
+                        again = rt.call(sid, tool.name, args)
+                    except Exception:  # noqa: BLE001 - an example that does not apply to this seed
+                        continue
+                    finally:
+                        rt.close(sid)
+                    reason = str((again.error or {}).get("reason") or "")
+                    if again.is_error and reason and (tool.spec.annotations.idempotent
+                                                       or re.search(r"ALREADY|EXIST|DUPLICATE", reason)):
+                        found.setdefault(reason, set()).add(skeleton(str(again.error.get("message", "")), ()))
+            self._repeats[key] = found
+        return self._repeats[key]
+
+    def _do_prerequisite(self, step: Step, sid: str) -> bool:
+        """The refusal names a step to take first ("verify the payee first"): take it when an
+        offered tool does it with the request's own values and deletes nothing, then retry; else
+        the assistant offers it (``step.offered``). True when the retry succeeded."""
+        error = step.ran.error or {}
+        clause = _fix_clause(str(error.get("message") or ""))
+        if clause is None:
+            return False
+        step.offered = clause
+        rt = step.runtime
+        clause_words = words(clause)
+        entities = {e: step.args[p] for p, e in step.tool.spec.entity_params().items() if p in step.args}
+        for tool in rt.server.tools.values():
+            verb, *rest = tool.name.split("_")
+            if tool is step.tool or verb not in clause_words or tool.spec.annotations.read_only:
+                continue
+            if tool.spec.annotations.destructive or not (words(" ".join(rest)) & (clause_words | set(entities))):
+                continue
+            props = tool.spec.parameters.get("properties", {})
+            args = {}
+            for name, prop in props.items():
+                if name in step.args:
+                    args[name] = step.args[name]
+                elif prop.get(ENTITY_KEY) in entities:
+                    args[name] = entities[prop[ENTITY_KEY]]
+            if set(tool.spec.parameters.get("required", [])) - set(args) or not self._valid(tool, args):
+                continue
+            state = rt.state(sid)
+            before = state.snapshot()
+            public = self.env.public_name(rt.name, tool.name)
+            done = self.env.call(sid, public, args)
+            if done.is_error:
+                continue
+            retry = self.env.call(sid, step.public_name, step.args)
+            if retry.is_error:
+                state.restore(before)
+                continue
+            step.failed, step.corrected = (dict(step.args), step.ran), None
+            step.prerequisite = (public, args, done)
+            step.result, step.offered = retry, None
+            return True
+        return False
 
     def _find_working_values(self, step: Step, sid: str) -> None:
         """Before any text exists, let the user's request be one that succeeds: try the other
@@ -574,7 +713,7 @@ class ConversationMachine:
         """Let the user first ask for something the live state refuses (the frozen account, more
         than is available) and then correct it to what the plan holds: recovery data whose
         failure comes from the world."""
-        candidates = self._candidates(step)
+        candidates = self._candidates(step, correction=True)
         rng.shuffle(candidates)
         state = step.runtime.state(sid)
         for param, candidate in candidates[:8]:
@@ -584,7 +723,7 @@ class ConversationMachine:
             if not result.is_error:
                 state.restore(before)  # only a refusal may stand before the real call
                 continue
-            if result.code in WORLD_CODES:
+            if result.code in WORLD_CODES and self.refusal(attrs.evolve(step, result=result)) == "correctable":
                 entity = _entity(step.tool, param)
                 table = self._table(step.runtime, sid, entity) if entity else None
                 record = dict(table.find(_scalar(candidate)) or {"id": _scalar(candidate)}) if table is not None else None
@@ -594,7 +733,7 @@ class ConversationMachine:
     def _recover(self, step: Step, sid: str, rng: random.Random) -> bool:
         """Keep the failure in the conversation, followed by the user's correction and a retry
         that succeeds; False when no correction the user could make succeeds."""
-        candidates = self._candidates(step)
+        candidates = self._candidates(step, correction=True)
         rng.shuffle(candidates)
         for param, candidate in candidates:
             trial = {**step.args, param: candidate}
@@ -728,6 +867,7 @@ class _Writer:
         self.messages = [Message(role="system", content=self.teacher.system_prompt(machine.servers, machine.today))]
         self.spoken: set[str] = set()  # ids the user has said
         self.call_no = 0
+        self.changed = False  # a call of an earlier turn changed something
 
     # user side
     def _render(self, step: Step, param: str, value: Any, *, withheld: bool = False, fresh: bool = False) -> str:
@@ -785,6 +925,10 @@ class _Writer:
             rendered[param] = self._render(step, param, value, withheld=param == withheld) if param in said else ""
             if param in step.fixed and param != withheld:
                 values.append(step.fixed[param])
+        for param in sorted(step.described & set(step.refs) - set(rendered)):
+            # an earlier result offered several: the user says which one, though the wording has no slot for it
+            if param != withheld and param in step.args:
+                context.append(self._render(step, param, step.args[param]))
         for param, value in step.fixed.items():
             if param in rendered or param == withheld or not _entity(step.tool, param):
                 continue
@@ -828,7 +972,17 @@ class _Writer:
     def run_turn(self, steps: list[Step]) -> bool:
         """The assistant's calls and words for one user turn; False when it gave up."""
         reported: list[tuple[str, dict[str, Any]]] = []
+        facts: list[Reported] = []
+        request = next((m.content or "" for m in reversed(self.messages) if m.role == "user"), "")
         for step in steps:
+            if step.prerequisite is not None and step.failed is not None:
+                args, failed = step.failed
+                self._call(step.public_name, args, failed)
+                public, pre_args, pre_result = step.prerequisite
+                self.messages.append(Message(role="assistant", content=self.teacher.prerequisite_note(
+                    failed.error or {}, str(step.offered or _fix_clause(str((failed.error or {}).get("message", ""))) or ""),
+                    self.rng)))
+                self._call(public, pre_args, pre_result)
             if step.flawed is not None and step.flawed_result is not None:
                 self._call(step.public_name, step.flawed, step.flawed_result, mistake=True)
                 self.messages.append(Message(role="assistant",
@@ -845,12 +999,52 @@ class _Writer:
             result = step.ran
             self._call(step.public_name, step.args, result)
             if result.error is not None:
-                self.messages.append(Message(role="assistant", content=self.teacher.failure(
-                    step.public_name, result.error, self.rng)))
+                if step.holds:
+                    text = self.teacher.already(result.error, self.rng)
+                elif step.offered:
+                    text = self.teacher.offer_fix(result.error, step.offered, self.rng)
+                else:
+                    text = self.teacher.failure(step.public_name, result.error, self.rng)
+                if self.changed or any(not f.read_only for f in facts):
+                    text = self.teacher.still_done(text)  # a write went through: never "nothing was changed"
+                if facts:  # what the turn's calls found and changed, from the state, before the refusal
+                    text = self.teacher.report(reported, self.rng, facts=facts, closing=False) + " " + text
+                self.messages.append(Message(role="assistant", content=text))
                 return False
             reported.append((step.public_name, result.structured))  # a success's structured content is its data
-        self.messages.append(Message(role="assistant", content=self.teacher.report(reported, self.rng)))
+            facts.append(self._reported(step, request))
+        self.changed = self.changed or any(f.changes for f in facts)
+        self.messages.append(Message(role="assistant", content=self.teacher.report(reported, self.rng, facts=facts)))
         return True
+
+    def _reported(self, step: Step, request: str) -> Reported:
+        """One successful call as the reply reports it: the fields that answer the request, or
+        the records it changed."""
+        data = step.ran.structured
+        given = [v for v in step.args.values() if not isinstance(v, list | dict)]
+        listing, records, fields = what_answers(step.tool, data, request, given)
+        read_only = step.tool.spec.annotations.read_only
+        if read_only:
+            answers = tuple(fields)
+        else:  # a write is reported by what it changed, plus what its tool declares its result tells
+            answers = tuple(k for k in step.tool.answers if records and k in records[0])
+        entity = next(iter(step.tool.spec.reads), None)
+        return Reported(tool=step.public_name, data=data, read_only=step.tool.spec.annotations.read_only,
+                        answers=answers, listing=listing, changes=tuple(step.changes),
+                        hidden=sensitive_fields(step.tool), entity=entity,
+                        verb=step.tool.name.split("_")[0])
+
+
+_FIX = re.compile(r"(?:^|[;:,.(—]\s*)([^;:,.()—]*?\bfirst)\s*(?:$|[.;,)!])", re.I)
+
+
+def _fix_clause(message: str) -> str | None:
+    """The step a refusal names to take first ("verify the payee first"), or None."""
+    match = _FIX.search(message)
+    if match is None:
+        return None
+    clause = match.group(1).strip()
+    return clause if len(clause.split()) >= 2 else None
 
 
 def _shown_with_details(record: dict[str, Any], result_text: str) -> bool:

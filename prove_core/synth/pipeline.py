@@ -444,9 +444,9 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 else:
                     stats.drop("duplicate", "")
     report = stats.to_json(plans)
-    from prove_core.synth.quality import figures
+    from prove_core.synth.quality import figures, tool_finder
 
-    report["quality"] = figures(_example(r) for r in read_jsonl(corpus))
+    report["quality"] = figures((_example(r) for r in read_jsonl(corpus)), tool_finder(plugins.registry))
     report["yield"] = _yield(corpus, drops)
     report["resumed_from"] = resumed
     report["target"] = cfg.examples
@@ -466,6 +466,8 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     echo(f"  quality: {q['no_assistant_turn']:.1%} without an assistant turn, {q['written_replies']:.0%} of "
          f"clarify/abstain with a written reply, {q['unnamed_entity_calls']:.2%} of calls on an unnamed entity, "
          f"{q['slots']['share_varied']:.0%} of slots varied (stats.md)")
+    echo(f"  replies: {q['answered_reads']:.1%} of reads answered, {q['unsafe_recoveries']} unsafe recoveries, "
+         f"{q['false_claims']} false claims, {q['unneeded_clarifications']:.1%} needless clarifications")
     return report
 
 

@@ -52,17 +52,21 @@ def sensitive_fields(tool: Any) -> frozenset[str]:
     return SENSITIVE_FIELDS | frozenset(getattr(tool, "sensitive", ()) or ())
 
 
-def main_records(data: Any) -> tuple[str | None, list[dict[str, Any]]]:
+def main_records(data: Any, given: Iterable[Any] = ()) -> tuple[str | None, list[dict[str, Any]]]:
     """The records a result is about: ``(key, items)`` for a listing (its longest list of
-    records, ``key`` the list's field), else ``(None, [data])``."""
+    records, ``key`` the list's field; the other fields only repeat the request's ``given``
+    values or count), else ``(None, [data])``."""
+    said = {str(v).lower() for v in given if isinstance(v, str | int | float) and not isinstance(v, bool)}
     if isinstance(data, dict):
         lists = [(k, v) for k, v in data.items() if isinstance(v, list) and all(isinstance(x, dict) for x in v)
                  and (v or not k.endswith("_ids"))]
         if lists:
             key, items = max(lists, key=lambda kv: len(kv[1]))
+            # a record that carries a list (an event and its attendees) is a record, not a listing
             scalars = [k for k, v in data.items() if k not in BOOKKEEPING and not k.endswith("_id")
-                       and not isinstance(v, list | dict)]
-            if items or len(scalars) <= 1:
+                       and not isinstance(v, list | dict) and not words(k) & {"count", "total", "offset", "next"}
+                       and str(v).lower() not in said]
+            if len(scalars) <= 2:
                 return key, items
         return None, [data]
     if isinstance(data, list):
@@ -74,7 +78,7 @@ def flat(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record's scalar fields, with one level of nested mappings lifted up
     (``{"windows": {"rear_right": 50}}`` gives ``rear_right``)."""
     out: dict[str, Any] = {}
-    for key, value in record.items():
+    for key, value in sorted(record.items()):  # the same fields whatever order the keys come in
         if isinstance(value, Mapping):
             for k, v in value.items():
                 if not isinstance(v, Mapping | list):
@@ -84,13 +88,24 @@ def flat(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def what_answers(tool: Any, data: Any, request: str = "", given: Iterable[Any] = ()) -> tuple[str | None, list[dict[str, Any]], list[str]]:
+    """How a reply answers a read: ``(listing, records, fields)`` — the list field when the
+    result is a listing, the records it is about (flattened), and the fields of each that answer
+    the request. The reply writer and the corpus check both use it, so they agree."""
+    given = list(given)
+    listing, items = main_records(data, given)
+    records = [flat(item) for item in items]
+    fields = answer_fields(tool, records[0], request, given=given) if records else []
+    return listing, records, fields
+
+
 def answer_fields(tool: Any, record: Mapping[str, Any], request: str = "", *, given: Iterable[Any] = ()) -> list[str]:
     """The fields of ``record`` (a result, or one listed record) that answer a request for
     ``tool``: its declared ``answers`` present in the record; else the fields the ``request``
     text or the tool's name mentions; else its amounts, counts and states. Sensitive and
     bookkeeping fields never answer, nor do values the user gave (``given``: echoing "type:
     checking" back is not an answer)."""
-    fields = flat(record)
+    fields = dict(sorted(flat(record).items()))  # the same answer whatever order the result's keys come in
     hidden = sensitive_fields(tool)
     said = {str(v).lower() for v in given if isinstance(v, str | int | float) and not isinstance(v, bool)}
 
@@ -103,11 +118,105 @@ def answer_fields(tool: Any, record: Mapping[str, Any], request: str = "", *, gi
     if declared:
         return declared
     asked = (words(request) | words(getattr(tool, "name", "") or "")) - _FILLER
-    named = [k for k in fields if usable(k) and words(k) - _FILLER and (words(k) - _FILLER) <= asked]
-    if not named:
-        named = [k for k in fields if usable(k) and words(k) & asked]
+    named = [k for k in fields if usable(k) and topic(k) and topic(k) <= asked]
+    named += [k for k in fields if usable(k) and k not in named and topic(k) & asked]
     if named:
-        return named[:4]
+        return named[:3]
     measures = [k for k, v in fields.items() if usable(k) and isinstance(v, int | float) and not isinstance(v, bool)]
     states = [k for k, v in fields.items() if usable(k) and k in ("status", "state") and isinstance(v, str)]
     return (states + measures)[:3] or [k for k in fields if usable(k)][:3]
+
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+MONEY = frozenset({"balance", "amount", "price", "total", "cost", "fee", "limit", "spent", "budget", "payment", "refund",
+                   "subtotal", "tax", "tip", "fare", "salary", "owed", "due", "paid", "charge", "deposit", "overdraft",
+                   "revenue", "value", "remaining", "available", "hold", "held"})
+SIGNS = {"USD": "$", "EUR": "€", "GBP": "£"}
+_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$")
+
+
+# A field's last word that is its unit: said after the value, left out of the field's name.
+UNITS = {"pct": "%", "percent": "%", "km": " km", "kmh": " km/h", "kwh": " kWh", "kw": " kW", "kg": " kg",
+         "minutes": " minutes", "min": " minutes", "mins": " minutes", "hours": " hours", "days": " days",
+         "seconds": " seconds", "mb": " MB", "gb": " GB", "bytes": " bytes", "miles": " miles", "m": " m",
+         "celsius": " °C", "c": " °C", "deg": "°", "mph": " mph", "kb": " KB", "cents": " cents"}
+
+
+def unit(field: str) -> str:
+    last = field.lower().rsplit("_", 1)[-1]
+    return UNITS.get(last, "") if "_" in field else ""
+
+
+def field_phrase(field: str) -> str:
+    """A field's name as a person says it: words, without its unit (``range_km`` → "range")."""
+    parts = field.lower().split("_")
+    if len(parts) > 1 and parts[-1] in UNITS:
+        parts = parts[:-1]
+    return " ".join(p for p in parts if p)
+
+
+def topic(field: str) -> set[str]:
+    """The words of a field's name that say what it is about (no units, no filler)."""
+    return words(field_phrase(field)) - _FILLER
+
+
+def is_money(field: str, value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and bool(words(field) & MONEY) \
+        and not words(field) & {"count", "number", "days", "percent", "pct", "rate", "minutes", "hours"}
+
+
+def value_forms(field: str, value: Any, record: Mapping[str, Any] | None = None) -> list[str]:
+    """The ways a reply may state ``value`` (of ``field`` in ``record``), the first the
+    plainest: money with its currency, dates in words or ISO, enum words without underscores.
+    The reply writer picks one; the corpus check accepts any (and numbers by value)."""
+    record = record or {}
+    if isinstance(value, bool):
+        return ["yes", "on", "enabled", "true"] if value else ["no", "off", "disabled", "false", "not"]
+    if isinstance(value, int | float):
+        if is_money(field, value):
+            currency = record.get("currency") if isinstance(record.get("currency"), str) else None
+            sign = "-" if value < 0 else ""
+            text = f"{abs(value):,.2f}"
+            if currency in SIGNS:
+                return [f"{sign}{SIGNS[currency]}{text}", f"{sign}{text} {currency}"]
+            return [f"{sign}{text} {currency}" if currency else f"{sign}{text}"]
+        text = f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) and not value.is_integer() \
+            else str(int(value))
+        if words(field) & {"percent", "pct", "percentage"}:
+            return [f"{text}%", f"{text} percent"]
+        suffix = unit(field)
+        return [f"{text}{suffix}", text] if suffix else [text]
+    text = str(value)
+    match = _DATE.match(text)
+    if match:
+        year, month, day, hour, minute = match.groups()
+        when = f"{MONTHS[int(month) - 1]} {int(day)}, {year}" if 1 <= int(month) <= 12 else text
+        if hour is not None:
+            return [f"{when} at {hour}:{minute}", f"{year}-{month}-{day} {hour}:{minute}", text]
+        return [when, text]
+    plain = text.replace("_", " ")
+    return [plain, text] if plain != text else [text]
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def states(reply: str, field: str, value: Any, record: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``reply`` states ``value``: a number by its value (``$1,204.50`` states 1204.5,
+    ``1409`` does not state 40), anything else by one of its ``value_forms``; a yes/no field by
+    its name."""
+    if value is None or value == "":
+        return True
+    low = reply.lower()
+    if isinstance(value, bool):
+        return bool(words(field) - _FILLER & words(reply))
+    if isinstance(value, int | float):
+        for token in _NUMBER.findall(reply):
+            try:
+                if abs(abs(float(token.replace(",", ""))) - abs(float(value))) < 0.006:
+                    return True
+            except ValueError:
+                continue
+        return False
+    return any(form.lower().rstrip(".") in low for form in value_forms(field, value, record))

@@ -386,7 +386,7 @@ class State:
             now, then = self._tables[name], snap.tables.get(name)
             if now is then or then is None:
                 continue
-            for rid, record in now.items():
+            for rid, record in sorted(now.items(), key=lambda kv: (_seq(kv[1]), kv[0])):  # creation order, not hash order
                 old = then.get(rid)
                 if old is None:
                     out.append(Change(spec.entity, rid, "created", None, _public(record), ()))
@@ -394,7 +394,7 @@ class State:
                     fields = tuple(k for k in sorted(set(old) | set(record)) if k != "_seq" and old.get(k) != record.get(k))
                     if fields:
                         out.append(Change(spec.entity, rid, "updated", _public(old), _public(record), fields))
-            for rid, old in then.items():
+            for rid, old in sorted(then.items(), key=lambda kv: (_seq(kv[1]), kv[0])):
                 if rid not in now:
                     out.append(Change(spec.entity, rid, "deleted", _public(old), None, ()))
         return out
