@@ -1035,7 +1035,7 @@ class _Writer:
                         verb=step.tool.name.split("_")[0])
 
 
-_FIX = re.compile(r"(?:^|[;:,.(—]\s*)([^;:,.()—]*?\bfirst)\s*(?:$|[.;,)!])", re.I)
+_FIX = re.compile(r"(?:^|[;:,(—]\s*|\.\s+)((?:[^;:,.()—]|\.(?=\d))*?\bfirst)\s*(?:$|[.;,)!])", re.I)
 
 
 def _fix_clause(message: str) -> str | None:
