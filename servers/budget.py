@@ -305,6 +305,7 @@ Threshold = Annotated[int, Field(ge=1, le=100, description=(
 
 
 @server.tool(
+    answers=("group",),
     read_only=True,
     reads=["category"],
     examples=[{}, {"group": "lifestyle"}],
@@ -347,6 +348,7 @@ def create_category(
 
 
 @server.tool(
+    answers=("spent", "remaining", "percent_used"),
     read_only=True,
     reads=["budget", "category", "expense"],
     errors=["INVALID_MONTH"],
@@ -497,6 +499,7 @@ def add_expense(
 
 
 @server.tool(
+    answers=("amount", "date", "merchant"),
     read_only=True,
     reads=["expense", "category"],
     errors=["INVALID_MONTH", "CATEGORY_NOT_FOUND"],
@@ -601,6 +604,7 @@ def delete_expense(state: BudgetState, expense_id: ExpenseId) -> dict:
 
 
 @server.tool(
+    answers=("percent_used", "spent"),
     read_only=True,
     reads=["alert"],
     errors=["INVALID_MONTH"],
@@ -646,6 +650,7 @@ def acknowledge_alert(
 
 
 @server.tool(
+    answers=("total_spent", "total_budgeted", "spent", "remaining"),
     read_only=True,
     reads=["expense", "budget", "category"],
     errors=["INVALID_MONTH"],

@@ -671,6 +671,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("email", "job_title"),
     read_only=True,
     reads=["person"],
     examples=[lambda s: {"query": s.people.all()[1]["name"].split()[1]}, {"query": "engineer"}],
@@ -696,6 +697,7 @@ def find_people(
 
 
 @server.tool(
+    answers=("access_role",),
     read_only=True,
     reads=["calendar", "share", "person"],
     examples=[{}, {"access_role": "reader"}],
@@ -803,6 +805,7 @@ def _person(state: CalendarState, email: str) -> Record:
 
 
 @server.tool(
+    answers=("start", "end", "location"),
     read_only=True,
     reads=["calendar", "event", "attendee"],
     errors=["CALENDAR_NOT_FOUND", "CALENDAR_NOT_SHARED", "INVALID_TIME_RANGE", "RANGE_TOO_LARGE", "BAD_DATETIME"],
@@ -845,6 +848,7 @@ def list_events(
 
 
 @server.tool(
+    answers=("start", "end", "location"),
     read_only=True,
     reads=["calendar", "event", "attendee"],
     errors=["CALENDAR_NOT_FOUND", "CALENDAR_NOT_SHARED", "INVALID_TIME_RANGE", "BAD_DATETIME"],
@@ -902,6 +906,7 @@ def search_events(
 
 
 @server.tool(
+    answers=("start", "end", "location"),
     read_only=True,
     reads=["event", "attendee", "reminder", "calendar"],
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED"],
@@ -1188,6 +1193,7 @@ def respond_to_event(
 
 
 @server.tool(
+    answers=("start", "my_response"),
     read_only=True,
     reads=["event", "attendee"],
     examples=[{}, {"response": "accepted", "include_past": True}],
@@ -1215,6 +1221,7 @@ def list_invitations(
 
 
 @server.tool(
+    answers=("start", "end"),
     read_only=True,
     reads=["person", "event", "attendee"],
     errors=["PERSON_NOT_FOUND", "INVALID_TIME_RANGE", "RANGE_TOO_LARGE", "BAD_DATETIME"],
@@ -1316,6 +1323,7 @@ def _reminder_view(state: CalendarState, reminder: Record, event: Record) -> Rec
 
 
 @server.tool(
+    answers=("minutes_before", "event_start"),
     read_only=True,
     reads=["reminder", "event"],
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED"],

@@ -493,6 +493,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("team", "open_deal_count", "open_pipeline"),
     read_only=True,
     reads=["sales_rep", "deal"],
     examples=[{}, {"include_inactive": True}],
@@ -519,6 +520,7 @@ def list_sales_reps(
 
 
 @server.tool(
+    answers=("record_type", "company", "stage"),
     read_only=True,
     reads=["account", "contact", "lead", "deal", "sales_rep"],
     errors=["OWNER_NOT_FOUND", "FILTER_NOT_APPLICABLE"],
@@ -593,6 +595,7 @@ def _search_kind(state: CrmState, kind: str, owner: Record, stage: str | None, l
 
 
 @server.tool(
+    answers=("industry", "owner_name", "open_pipeline"),
     read_only=True,
     reads=["account", "contact", "deal", "activity", "note", "sales_rep"],
     errors=["ACCOUNT_NOT_FOUND"],
@@ -886,6 +889,7 @@ def create_deal(
 
 
 @server.tool(
+    answers=("stage", "amount", "close_date", "probability"),
     read_only=True,
     reads=["deal", "account", "contact", "activity", "note"],
     errors=["DEAL_NOT_FOUND"],
@@ -1069,6 +1073,7 @@ def complete_activity(
 
 
 @server.tool(
+    answers=("kind", "status", "due_date"),
     read_only=True,
     reads=["activity", "sales_rep", "deal", "account"],
     errors=["OWNER_NOT_FOUND", "DEAL_NOT_FOUND", "ACCOUNT_NOT_FOUND"],

@@ -690,6 +690,7 @@ def _search_restaurants_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("cuisine", "rating", "estimated_minutes", "delivery_fee"),
     read_only=True,
     reads=["restaurant", "address"],
     errors=["ADDRESS_NOT_FOUND"],
@@ -735,6 +736,7 @@ def search_restaurants(
 
 
 @server.tool(
+    answers=("cuisine", "rating", "open_now", "delivery_fee"),
     read_only=True,
     reads=["restaurant", "address"],
     errors=["RESTAURANT_NOT_FOUND", "ADDRESS_NOT_FOUND"],
@@ -760,6 +762,7 @@ def get_restaurant(
 
 
 @server.tool(
+    answers=("open_now", "opens_at"),
     read_only=True,
     reads=["restaurant"],
     errors=["RESTAURANT_NOT_FOUND"],
@@ -780,6 +783,7 @@ def get_opening_hours(state: DeliveryState, restaurant_id: RestaurantId) -> dict
 
 
 @server.tool(
+    answers=("price", "available"),
     read_only=True,
     reads=["restaurant", "menu_item"],
     errors=["RESTAURANT_NOT_FOUND"],
@@ -806,6 +810,7 @@ def get_menu(
 
 
 @server.tool(
+    answers=("price", "price_delta"),
     read_only=True,
     reads=["menu_item"],
     errors=["MENU_ITEM_NOT_FOUND"],
@@ -944,6 +949,7 @@ def remove_from_cart(state: DeliveryState, cart_item_id: CartItemId) -> dict:
 
 
 @server.tool(
+    answers=("quantity", "line_total", "total"),
     read_only=True,
     reads=["cart_item", "restaurant", "promo"],
     examples=[{}],
@@ -988,6 +994,7 @@ def apply_promo(
 
 
 @server.tool(
+    answers=("line1", "city"),
     read_only=True,
     reads=["address"],
     examples=[{}],
@@ -1053,6 +1060,7 @@ def checkout(
 
 
 @server.tool(
+    answers=("status", "total"),
     read_only=True,
     reads=["order", "rating"],
     errors=["ORDER_NOT_FOUND"],
@@ -1068,6 +1076,7 @@ def get_order(state: DeliveryState, order_id: OrderId) -> dict:
 
 
 @server.tool(
+    answers=("status", "total", "placed_at"),
     read_only=True,
     reads=["order", "rating"],
     examples=[{}, {"status": "delivered", "limit": 5}],
@@ -1131,6 +1140,7 @@ def cancel_order(
 
 
 @server.tool(
+    answers=("status", "estimated_delivery", "minutes_remaining"),
     read_only=True,
     reads=["order"],
     errors=["ORDER_NOT_FOUND", "ORDER_CANCELLED"],

@@ -600,6 +600,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("city", "device_count", "offline_device_count"),
     read_only=True,
     reads=["home", "room", "device"],
     examples=[{}],
@@ -618,6 +619,7 @@ def list_homes(state: IotState) -> dict:
 
 
 @server.tool(
+    answers=("device_count",),
     read_only=True,
     reads=["home", "room", "device"],
     errors=["HOME_NOT_FOUND"],
@@ -713,6 +715,7 @@ def _list_devices_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("type", "online"),
     read_only=True,
     reads=["home", "room", "device"],
     errors=["HOME_NOT_FOUND", "ROOM_NOT_FOUND"],
@@ -743,6 +746,7 @@ def list_devices(
 
 
 @server.tool(
+    answers=("type", "online", "battery", "room"),
     read_only=True,
     reads=["device", "room"],
     errors=["DEVICE_NOT_FOUND"],
@@ -987,6 +991,7 @@ def update_camera_settings(
 
 
 @server.tool(
+    answers=("temperature", "humidity", "motion"),
     read_only=True,
     reads=["device", "reading"],
     errors=["DEVICE_NOT_FOUND", "UNSUPPORTED_CAPABILITY"],
@@ -1069,6 +1074,7 @@ def _scene_settings(device: Record) -> Record:
 
 
 @server.tool(
+    answers=("last_activated_at",),
     read_only=True,
     reads=["home", "scene", "device"],
     errors=["HOME_NOT_FOUND"],
@@ -1207,6 +1213,7 @@ def create_schedule(
 
 
 @server.tool(
+    answers=("action", "time", "enabled", "next_run_at"),
     read_only=True,
     reads=["home", "schedule", "device"],
     errors=["HOME_NOT_FOUND", "DEVICE_NOT_FOUND"],
@@ -1353,6 +1360,7 @@ def _list_automations_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("trigger", "action", "enabled"),
     read_only=True,
     reads=["home", "automation", "device"],
     errors=["HOME_NOT_FOUND"],
@@ -1449,6 +1457,7 @@ def evaluate_automations(state: IotState, home_id: HomeId) -> dict:
 
 
 @server.tool(
+    answers=("installed_version", "latest_version", "update_available"),
     read_only=True,
     reads=["device"],
     errors=["DEVICE_NOT_FOUND"],

@@ -387,6 +387,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("key", "open_issue_count"),
     read_only=True,
     reads=["project", "issue", "sprint"],
     examples=[{}, {"include_archived": True}],
@@ -412,6 +413,7 @@ def list_projects(
 
 
 @server.tool(
+    answers=("open", "in_progress", "done"),
     read_only=True,
     reads=["project", "user", "issue", "sprint"],
     errors=["PROJECT_NOT_FOUND"],
@@ -433,6 +435,7 @@ def get_project(state: TrackerState, project_id: ProjectId) -> dict:
 
 
 @server.tool(
+    answers=("status", "priority", "type"),
     read_only=True,
     reads=["issue", "project", "user", "sprint"],
     errors=["PROJECT_NOT_FOUND", "USER_NOT_FOUND", "SPRINT_NOT_FOUND"],
@@ -502,6 +505,7 @@ def search_issues(
 
 
 @server.tool(
+    answers=("status", "priority", "type", "due_date"),
     read_only=True,
     reads=["issue", "comment", "link", "user"],
     errors=["ISSUE_NOT_FOUND"],
@@ -743,6 +747,7 @@ def add_comment(
 
 
 @server.tool(
+    answers=("author", "body"),
     read_only=True,
     reads=["issue", "comment", "user"],
     errors=["ISSUE_NOT_FOUND"],
@@ -869,6 +874,7 @@ def set_watcher(
 
 
 @server.tool(
+    answers=("status", "start_date", "end_date"),
     read_only=True,
     reads=["sprint", "project", "issue"],
     errors=["PROJECT_NOT_FOUND"],
@@ -1023,6 +1029,7 @@ def add_issue_to_sprint(state: TrackerState, issue_id: IssueId, sprint_id: Sprin
 
 
 @server.tool(
+    answers=("status", "days_left", "done_points", "committed_points"),
     read_only=True,
     reads=["sprint", "issue"],
     errors=["SPRINT_NOT_FOUND"],

@@ -430,6 +430,7 @@ Message = Annotated[str | None, Field(max_length=500, description="Optional note
 
 
 @server.tool(
+    answers=("price", "condition", "city"),
     read_only=True,
     reads=["listing", "user"],
     errors=["BAD_PRICE_RANGE"],
@@ -482,6 +483,7 @@ def search_listings(
 
 
 @server.tool(
+    answers=("price", "condition", "status"),
     read_only=True,
     reads=["listing", "user", "offer"],
     errors=["LISTING_NOT_FOUND"],
@@ -650,6 +652,7 @@ def make_offer(
 
 
 @server.tool(
+    answers=("amount", "status", "counter_amount"),
     read_only=True,
     reads=["user", "offer"],
     errors=["USER_NOT_FOUND"],
@@ -832,6 +835,7 @@ def buy_listing(
 
 
 @server.tool(
+    answers=("price", "status", "purchased_at"),
     read_only=True,
     reads=["user", "purchase", "rating"],
     errors=["USER_NOT_FOUND"],
@@ -895,6 +899,7 @@ def rate_seller(
 
 
 @server.tool(
+    answers=("seller_rating", "rating_count", "city"),
     read_only=True,
     reads=["user", "listing", "rating"],
     errors=["USER_NOT_FOUND"],

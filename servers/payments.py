@@ -417,6 +417,7 @@ def _capturable(s: PaymentsState) -> Record:
 
 server = Server(
     "payments",
+    sensitive=("customer_email",),  # the merchant's customers' addresses; a reply names the card, not them
     domain="finance",
     description="A merchant's card-payments account: customers' saved cards, payment intents (confirm, capture, "
     "cancel), refunds, the balance and payouts to bank accounts, with idempotency keys on every creating call.",
@@ -439,6 +440,7 @@ Offset = Annotated[int, Field(ge=0, description="How many results to skip; pass 
 
 
 @server.tool(
+    answers=("brand", "last4", "exp_month", "exp_year"),
     read_only=True,
     reads=["customer", "payment_method"],
     examples=[{}, lambda s: {"customer_query": s.customers.first()["name"].split()[-1]}],
@@ -470,6 +472,7 @@ def list_payment_methods(
 
 
 @server.tool(
+    answers=("amount", "status"),
     idempotent=True,  # the idempotency key makes a repeat return the first intent
     reads=["payment_method", "idempotency_key"],
     produces=["payment_intent"],
@@ -633,6 +636,7 @@ def cancel_payment_intent(
 
 
 @server.tool(
+    answers=("amount", "status", "amount_refunded"),
     read_only=True,
     reads=["payment_intent", "refund"],
     errors=["PAYMENT_INTENT_NOT_FOUND"],
@@ -648,6 +652,7 @@ def get_payment_intent(state: PaymentsState, payment_intent_id: PaymentIntentId)
 
 
 @server.tool(
+    answers=("amount", "status"),
     read_only=True,
     reads=["payment_intent", "customer"],
     errors=["CUSTOMER_NOT_FOUND"],
@@ -676,6 +681,7 @@ def list_payment_intents(
 
 
 @server.tool(
+    answers=("amount", "status"),
     idempotent=True,  # the idempotency key makes a repeat return the first refund
     reads=["payment_intent", "balance", "idempotency_key"],
     produces=["refund"],
@@ -753,6 +759,7 @@ def get_balance(state: PaymentsState) -> dict:
 
 
 @server.tool(
+    answers=("amount", "status", "arrival_date"),
     idempotent=True,  # the idempotency key makes a repeat return the first payout
     reads=["balance", "bank_account", "idempotency_key"],
     produces=["payout"],

@@ -367,6 +367,7 @@ def _cancellable_pickup(s: ChainState) -> Record:
 
 server = Server(
     "retail_chain",
+    sensitive=("customer_phone",),  # pickup customers' phone numbers stay between them and the store
     domain="commerce",
     description=f"Store operations of {CHAIN}: stores and opening hours, catalog, stock per store, "
     "stock transfers between stores, and in-store pickup reservations.",
@@ -384,6 +385,7 @@ Quantity = Annotated[int, Field(ge=1, le=100, description="Number of units.")]
 
 
 @server.tool(
+    answers=("city", "open_now", "today_hours"),
     read_only=True,
     reads=["store"],
     examples=[{}, {"city": "Seattle"}, {"open_now": True}],
@@ -412,6 +414,7 @@ def list_stores(
 
 
 @server.tool(
+    answers=("line1", "phone", "open_now", "today_hours"),
     read_only=True,
     reads=["store", "pickup", "transfer"],
     errors=["STORE_NOT_FOUND"],
@@ -431,6 +434,7 @@ def get_store(state: ChainState, store_id: StoreId) -> dict:
 
 
 @server.tool(
+    answers=("open", "hours_that_day"),
     read_only=True,
     reads=["store"],
     errors=["STORE_NOT_FOUND", "BAD_DATETIME"],
@@ -455,6 +459,7 @@ def check_store_open(
 
 
 @server.tool(
+    answers=("price", "category"),
     read_only=True,
     reads=["product"],
     examples=[{"query": "drill"}, {"category": "paint", "limit": 5}, lambda s: {"query": s.products.first()["id"]}],
@@ -484,6 +489,7 @@ def search_catalog(
 
 
 @server.tool(
+    answers=("available", "total_available"),
     read_only=True,
     reads=["product", "stock", "store", "pickup"],
     errors=["PRODUCT_NOT_FOUND"],

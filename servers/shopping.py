@@ -571,6 +571,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("price", "rating", "in_stock"),
     read_only=True,
     reads=["product"],
     errors=["BAD_PRICE_RANGE"],
@@ -630,6 +631,7 @@ def search_products(
 
 
 @server.tool(
+    answers=("price", "rating", "in_stock"),
     read_only=True,
     reads=["product", "wishlist_item"],
     errors=["PRODUCT_NOT_FOUND"],
@@ -652,6 +654,7 @@ def get_product(state: ShopState, product_id: ProductId) -> dict:
 
 
 @server.tool(
+    answers=("item_count", "subtotal", "total"),
     read_only=True,
     reads=["cart", "cart_item", "product", "promo"],
     examples=[{}],
@@ -783,6 +786,7 @@ def apply_promo_code(
 
 
 @server.tool(
+    answers=("cost", "estimated_delivery"),
     read_only=True,
     reads=["address", "cart_item", "product", "promo"],
     errors=["ADDRESS_NOT_FOUND"],
@@ -859,6 +863,7 @@ def checkout(
 
 
 @server.tool(
+    answers=("line1", "city", "is_default"),
     read_only=True,
     reads=["address"],
     examples=[{}],
@@ -926,6 +931,7 @@ def add_address(
 
 
 @server.tool(
+    answers=("brand", "last4", "is_default"),
     read_only=True,
     reads=["payment_method"],
     examples=[{}],
@@ -938,6 +944,7 @@ def list_payment_methods(state: ShopState) -> dict:
 
 
 @server.tool(
+    answers=("status", "total", "placed_at"),
     read_only=True,
     reads=["order"],
     examples=[{}, {"status": "delivered"}],
@@ -960,6 +967,7 @@ def list_orders(
 
 
 @server.tool(
+    answers=("status", "total", "estimated_delivery"),
     read_only=True, reads=["order", "order_item"], errors=["ORDER_NOT_FOUND"],
     examples=[lambda s: {"order_id": s.orders.first()["id"]}],
     asks=("show me {order_id}", "what's in {order_id}", "give me the details of {order_id}",
@@ -1008,6 +1016,7 @@ def cancel_order(
 
 
 @server.tool(
+    answers=("status", "estimated_delivery", "location"),
     read_only=True,
     reads=["order"],
     errors=["ORDER_NOT_FOUND", "ORDER_CANCELLED"],
@@ -1086,6 +1095,7 @@ def start_return(
 
 
 @server.tool(
+    answers=("amount", "status", "expected_by"),
     read_only=True, reads=["return"], errors=["RETURN_NOT_FOUND"],
     examples=[lambda s: {"return_id": s.returns.first()["id"]}],
     asks=("where is the refund for {return_id}", "has {return_id} been refunded yet",
@@ -1102,6 +1112,7 @@ def get_refund(
 
 
 @server.tool(
+    answers=("rating", "body"),
     read_only=True,
     reads=["review", "product"],
     errors=["PRODUCT_NOT_FOUND"],
@@ -1175,6 +1186,7 @@ def write_review(
 
 
 @server.tool(
+    answers=("price", "in_stock"),
     read_only=True,
     reads=["wishlist_item", "product"],
     examples=[{}],

@@ -424,6 +424,7 @@ CHANNEL_NAME = r"^#?[a-z0-9][a-z0-9_-]{0,79}$"
 
 
 @server.tool(
+    answers=("your_role", "member_count"),
     read_only=True,
     reads=["workspace", "seat", "user", "channel"],
     examples=[{}],
@@ -446,6 +447,7 @@ def list_workspaces(state: ChatState) -> dict:
 
 
 @server.tool(
+    answers=("topic", "member_count", "is_member"),
     read_only=True,
     reads=["workspace", "channel", "membership"],
     errors=["WORKSPACE_NOT_FOUND"],
@@ -672,6 +674,7 @@ def post_message(
 
 
 @server.tool(
+    answers=("author_name", "text"),
     read_only=True,
     reads=["channel", "membership", "message", "user"],
     errors=["CHANNEL_NOT_FOUND", "PRIVATE_CHANNEL", "MESSAGE_NOT_FOUND", "THREAD_NOT_IN_CHANNEL"],
@@ -714,6 +717,7 @@ def list_messages(
 
 
 @server.tool(
+    answers=("author_name", "channel_name", "text"),
     read_only=True,
     reads=["mention", "message", "channel", "user"],
     errors=["WORKSPACE_NOT_FOUND"],

@@ -493,6 +493,7 @@ OrderId = Annotated[str, ref("order", "Id of the order (ord_...), from a place_*
 
 
 @server.tool(
+    answers=("symbol", "last"),
     read_only=True,
     reads=["security"],
     examples=[{"query": "bank"}, {"query": "a", "exchange": "LSE"}],
@@ -520,6 +521,7 @@ def search_symbols(
 
 
 @server.tool(
+    answers=("last", "change", "change_pct"),
     read_only=True,
     reads=["security"],
     errors=["UNKNOWN_SYMBOL"],
@@ -621,6 +623,7 @@ def remove_from_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol
 
 
 @server.tool(
+    answers=("status", "filled_quantity", "filled_price"),
     reads=["security", "cash_balance", "position", "order"],
     produces=["order"],
     mutates=["cash_balance", "position"],
@@ -651,6 +654,7 @@ def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, qua
 
 
 @server.tool(
+    answers=("status", "limit_price"),
     reads=["security", "cash_balance", "position", "order"],
     produces=["order"],
     mutates=["cash_balance", "position"],
@@ -727,6 +731,7 @@ def cancel_order(state: TradingState, order_id: OrderId) -> dict:
 
 
 @server.tool(
+    answers=("side", "quantity", "status", "filled_price"),
     read_only=True,
     reads=["order"],
     errors=["ORDER_NOT_FOUND"],
@@ -742,6 +747,7 @@ def get_order(state: TradingState, order_id: OrderId) -> dict:
 
 
 @server.tool(
+    answers=("side", "quantity", "status"),
     read_only=True,
     reads=["order"],
     examples=[{}, {"status": "filled", "side": "sell"}, {"symbol": "AAPL", "limit": 5}],
@@ -766,6 +772,7 @@ def list_orders(
 
 
 @server.tool(
+    answers=("quantity", "market_value", "unrealized_pnl"),
     read_only=True,
     reads=["position", "security", "order"],
     examples=[{}, {"currency": "GBP"}],
@@ -787,6 +794,7 @@ def list_positions(
 
 
 @server.tool(
+    answers=("cash", "buying_power"),
     read_only=True,
     reads=["cash_balance", "order", "position", "security"],
     examples=[{}],

@@ -796,6 +796,9 @@ def _stay_end(rng: random.Random, s: TravelState) -> str:
 
 server = Server(
     "travel_booking",
+    # travellers' passport details are personal data a reply never repeats (dates of birth and
+    # passport numbers already are, toolkit.answers.SENSITIVE_FIELDS)
+    sensitive=("passport_expiry", "passport_country"),
     domain="travel",
     description="An online travel agency for one member: flight search with fares, fare rules and seat maps, "
     "hotel search and room rates, bookings, flight changes, cancellations with refunds, travellers and "
@@ -807,6 +810,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("code", "city"),
     read_only=True,
     reads=["flight"],
     examples=[{"query": "new york"}, {"query": "LHR"}],
@@ -838,6 +842,7 @@ def _departures_today(state: TravelState, origin: str) -> list[Record]:
 
 
 @server.tool(
+    answers=("flight_number", "departure", "arrival", "duration_min"),
     read_only=True,
     reads=["flight", "fare"],
     errors=["AIRPORT_NOT_FOUND", "SAME_ORIGIN_DESTINATION", "BAD_DATE", "DEPARTURE_IN_PAST", "SCHEDULE_NOT_PUBLISHED"],
@@ -888,6 +893,7 @@ def search_flights(
 
 
 @server.tool(
+    answers=("departure", "arrival", "price", "seats_left"),
     read_only=True,
     reads=["flight", "fare"],
     errors=["FLIGHT_NOT_FOUND"],
@@ -907,6 +913,7 @@ def get_flight(state: TravelState, flight_id: FlightId) -> dict:
 
 
 @server.tool(
+    answers=("refundable", "change_fee", "cancel_fee", "checked_bags"),
     read_only=True,
     reads=["fare", "flight"],
     errors=["FARE_NOT_FOUND"],
@@ -946,6 +953,7 @@ def get_fare_rules(
 
 
 @server.tool(
+    answers=("available_seats",),
     read_only=True,
     reads=["flight"],
     errors=["FLIGHT_NOT_FOUND"],
@@ -1023,6 +1031,7 @@ def select_seat(
 
 
 @server.tool(
+    answers=("stars", "guest_rating", "average_nightly_rate", "total"),
     read_only=True,
     reads=["hotel", "room"],
     errors=["CITY_NOT_FOUND", "BAD_DATE", "INVALID_DATE_RANGE", "CHECK_IN_IN_PAST", "STAY_TOO_LONG"],
@@ -1076,6 +1085,7 @@ def search_hotels(
 
 
 @server.tool(
+    answers=("stars", "guest_rating", "nightly_rate", "rooms_left"),
     read_only=True,
     reads=["hotel", "room"],
     errors=["HOTEL_NOT_FOUND"],
@@ -1092,6 +1102,7 @@ def get_hotel(state: TravelState, hotel_id: HotelId) -> dict:
 
 
 @server.tool(
+    answers=("available", "rooms_left"),
     read_only=True,
     reads=["hotel", "room"],
     errors=["HOTEL_NOT_FOUND", "BAD_DATE", "INVALID_DATE_RANGE", "CHECK_IN_IN_PAST", "STAY_TOO_LONG"],
@@ -1210,6 +1221,7 @@ def book_hotel(
 
 
 @server.tool(
+    answers=("status", "confirmation_code", "total"),
     read_only=True,
     reads=["booking", "traveller", "loyalty_activity"],
     errors=["BOOKING_NOT_FOUND"],
@@ -1231,6 +1243,7 @@ def get_booking(state: TravelState, booking_id: BookingId) -> dict:
 
 
 @server.tool(
+    answers=("kind", "status", "trip_start", "total"),
     read_only=True,
     reads=["booking", "traveller"],
     examples=[{}, {"kind": "flight", "status": "confirmed", "when": "upcoming"}],
@@ -1414,6 +1427,7 @@ def add_traveller(
 
 
 @server.tool(
+    answers=("age", "passport_status"),
     read_only=True,
     reads=["traveller"],
     examples=[{}],
@@ -1427,6 +1441,7 @@ def list_travellers(state: TravelState) -> dict:
 
 
 @server.tool(
+    answers=("tier", "points_balance", "points_value_usd"),
     read_only=True,
     reads=["loyalty_account", "loyalty_activity"],
     examples=[{}],

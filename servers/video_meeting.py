@@ -447,6 +447,7 @@ Minutes = Annotated[int, Field(ge=5, le=480, description="Length in minutes (5-4
 
 
 @server.tool(
+    answers=("capacity", "available"),
     read_only=True,
     reads=["room", "meeting"],
     errors=["BAD_DATETIME"],
@@ -543,6 +544,7 @@ def schedule_meeting(
 
 
 @server.tool(
+    answers=("start", "end", "status", "join_url"),
     read_only=True,
     reads=["meeting", "room", "invitation", "participant", "recording"],
     errors=["MEETING_NOT_FOUND", "NOT_INVITED"],
@@ -565,6 +567,7 @@ def get_meeting(state: MeetingState, meeting_id: MeetingId) -> dict:
 
 
 @server.tool(
+    answers=("start", "end", "status"),
     read_only=True,
     reads=["meeting", "invitation", "room"],
     examples=[{}, {"role": "host", "days": 14, "include_cancelled": True}],
@@ -701,6 +704,7 @@ def set_recording(
 
 
 @server.tool(
+    answers=("duration_seconds", "size_mb", "download_url"),
     read_only=True,
     reads=["recording", "meeting"],
     errors=["MEETING_NOT_FOUND", "NOT_HOST"],

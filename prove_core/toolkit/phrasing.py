@@ -32,6 +32,12 @@ related fields can draw the same record (a new contact's name and e-mail address
 ``values`` draw a realistic value per call for parameters the user chooses freely (a new
 payee's name, an amount, a meeting title): ``(rng, state) -> value``, checked to pass the
 tool's schema and to vary.
+
+``answers`` (``prove_core.toolkit.answers``) name result fields; ``check_answers`` (run by
+``check_phrasings``) requires each to appear in the result of at least one of the tool's
+examples, at the depth ``answer_fields`` looks at (the result, or a listed record, with one
+level of nesting lifted), and none to be a sensitive, id or bookkeeping field a reply never
+states.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
+from prove_core.toolkit.answers import BOOKKEEPING, flat, main_records, sensitive_fields
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
 
 MIN_TEMPLATES = 3
@@ -103,9 +110,10 @@ def check_template(tool: ToolDef, template: str) -> list[str]:
 
 
 def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state: Any) -> list[str]:
-    """Problems with a tool's ``asks`` and ``values``: templates for each example's arguments
-    (at least ``MIN_TEMPLATES`` over all of them), and values that pass the schema and vary."""
-    problems: list[str] = []
+    """Problems with a tool's ``asks``, ``values`` and ``answers``: templates for each example's
+    arguments (at least ``MIN_TEMPLATES`` over all of them), values that pass the schema and
+    vary, and declared answers its examples' results carry (``check_answers``)."""
+    problems: list[str] = check_answers(tool, example_args, state)
     seen: set[str] = set()
     for args in example_args or [{}]:
         try:
@@ -136,4 +144,53 @@ def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state:
             drawn.append(repr(value))
         if len(drawn) == 20 and len(set(drawn)) < 3:
             problems.append(f"{tool.name}: values[{param!r}] gave {len(set(drawn))} distinct values in 20 draws")
+    return problems
+
+
+def result_fields(data: Any) -> set[str]:
+    """The field names a reply can state from one result: those of the result itself and of each
+    record it lists, one level of nesting lifted (as ``answer_fields`` sees them)."""
+    _, records = main_records(data)
+    found: set[str] = set()
+    for record in [data, *records]:
+        if isinstance(record, Mapping):
+            found |= flat(record).keys()
+    return found
+
+
+def check_answers(tool: ToolDef, example_args: list[Mapping[str, Any]], state: Any) -> list[str]:
+    """Problems with a tool's declared ``answers`` (``answer_problems``), its examples run on
+    copies of ``state``, which stays unchanged."""
+    if not tool.answers:
+        return []
+    results = []
+    for args in example_args:
+        work = type(state).from_snapshot(state.snapshot())
+        try:
+            results.append(tool.fn(work, **tool.validate(dict(args))))
+        except Exception:  # noqa: BLE001 - a failing example shows no fields; reachability is checked elsewhere
+            continue
+    return answer_problems(tool, results)
+
+
+def answer_problems(tool: ToolDef, results: list[Any]) -> list[str]:
+    """Problems with a tool's declared ``answers`` given its examples' ``results``: a field none of
+    them carries, a sensitive field a reply never repeats, or one ``answer_fields`` always skips
+    (bookkeeping, ``..._id``)."""
+    if not tool.answers:
+        return []
+    problems: list[str] = []
+    hidden = sorted(set(tool.answers) & sensitive_fields(tool))
+    if hidden:
+        problems.append(f"{tool.name}: answers {hidden} are sensitive fields no reply repeats")
+    skipped = sorted(f for f in tool.answers if f in BOOKKEEPING or f.endswith("_id"))
+    if skipped:
+        problems.append(f"{tool.name}: answers {skipped} are ids or bookkeeping, which never answer a request")
+    seen: set[str] = set()
+    for data in results:
+        seen |= result_fields(data)
+    missing = [f for f in tool.answers if f not in seen]
+    if missing:
+        problems.append(f"{tool.name}: answers {missing} appear in no example's result "
+                        f"(fields seen: {sorted(seen) or 'none: every example failed'})")
     return problems
