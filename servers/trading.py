@@ -448,7 +448,7 @@ def _sellable(s: TradingState) -> Record:
 
 def _below_market_buy(s: TradingState) -> Record:
     security = _listing(s, False)
-    return {"symbol": security["id"], "side": "buy", "quantity": 2, "limit_price": _to_tick(security["bid"] * 0.95)}
+    return {"symbol": security["id"], "side": "buy", "quantity": 2, "limit_price": _said_price(security["bid"] * 0.95)}
 
 
 # -- how investors ask, and what they choose --------------------------------------------------------
@@ -458,6 +458,9 @@ SEARCHES = ("bank", "energy", "technology", "health care", "consumer", "financia
 WATCHLIST_NAMES = ("Chips", "Energy", "Dividend payers", "Big Tech", "UK Banks", "Long term", "Speculative",
                    "Healthcare", "Retail", "To research", "FTSE favourites", "Earnings this week")
 QUANTITIES = (1, 2, 3, 5, 10, 15, 20, 25)
+# How far from the quote an investor sets a limit, in percent: a buy at or a little under the ask,
+# a sell at or a little over the bid (the server refuses more than 10% on the wrong side).
+BUY_LIMIT_OFFSETS = (-8, -5, -4, -3, -2, -1, 0, 1)
 TIME_IN_FORCE_ASKS = {
     "gtc": ("put in a good-till-canceled limit order to {side} {quantity} shares of {symbol} at {limit_price}",
             "{side} {quantity} {symbol} with a limit of {limit_price}, good till canceled",
@@ -470,6 +473,44 @@ TIME_IN_FORCE_ASKS = {
            "put in a limit to {side} {quantity} shares of {symbol}, limit price {limit_price}",
            "set a limit order: {side} {quantity} of {symbol} at no worse than {limit_price}"),
 }
+
+
+def _said_price(price: float) -> float:
+    """A price as an investor types it: whole units from 100 up, halves from 20, nickels from 1,
+    cents below (always a multiple of the tick)."""
+    step = 1.0 if price >= 100 else 0.5 if price >= 20 else 0.05 if price >= 1 else 0.01
+    return _to_tick(round(price / step) * step)
+
+
+def _chosen_security(rng: random.Random, s: TradingState, args: Record | None) -> Record:
+    """The security the call names, else one the investor could name."""
+    symbol = (args or {}).get("symbol")
+    found = s.securities.find(symbol.upper()) if isinstance(symbol, str) else None
+    return found or rng.choice(s.securities.all())
+
+
+def _limit_price(rng: random.Random, s: TradingState, args: Record | None = None) -> float:
+    """A limit near the live quote of the chosen symbol: a buy up to 8% under the ask (or 1% over,
+    to fill now), a sell mirrored around the bid."""
+    security = _chosen_security(rng, s, args)
+    offset = rng.choice(BUY_LIMIT_OFFSETS)
+    if (args or {}).get("side") == "sell":
+        return _said_price(security["bid"] * (1 - offset / 100))
+    return _said_price(security["ask"] * (1 + offset / 100))
+
+
+def _quantity(rng: random.Random, s: TradingState, args: Record | None = None) -> int:
+    """A round number of shares: for a sell, no more than the position holds; for a buy of a
+    pricey share, a few."""
+    args = args or {}
+    symbol = args.get("symbol")
+    held = s.positions.find(symbol.upper()) if isinstance(symbol, str) else None
+    if args.get("side") == "sell" and held:
+        return rng.choice([q for q in QUANTITIES if q <= held["quantity"]] or [held["quantity"]])
+    security = s.securities.find(symbol.upper()) if isinstance(symbol, str) else None
+    if security is not None and security["ask"] >= 300:
+        return rng.choice((1, 2, 3, 5))
+    return rng.choice(QUANTITIES)
 
 
 # -- server and tools -----------------------------------------------------------------------------
@@ -633,7 +674,7 @@ def remove_from_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol
     asks=("{side} {quantity} shares of {symbol} at market", "place a market order to {side} {quantity} {symbol}",
           "{side} {quantity} {symbol} right now at the market price", "put in a market {side} for {quantity} shares "
           "of {symbol}"),
-    values={"quantity": lambda rng, s: rng.choice(QUANTITIES)},
+    values={"quantity": _quantity},
 )
 def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, quantity: Quantity) -> dict:
     """Buy or sell at the market now: fills in full at the ask (buy) or bid (sell). Only while the
@@ -664,7 +705,7 @@ def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, qua
               lambda s: {"symbol": _listing(s, True)["id"], "side": "buy", "quantity": 10,
                          "limit_price": _listing(s, True)["ask"], "time_in_force": "gtc"}],
     asks=lambda a: TIME_IN_FORCE_ASKS[a.get("time_in_force")],
-    values={"quantity": lambda rng, s: rng.choice(QUANTITIES)},
+    values={"quantity": _quantity, "limit_price": _limit_price},
 )
 def place_limit_order(
     state: TradingState,

@@ -46,6 +46,7 @@ from prove_core.toolkit import (
     money,
     paginate,
     parse_date,
+    part_of,
     ref,
     require,
     require_found,
@@ -784,12 +785,12 @@ RATE_PLAN_ASKS = {
 }
 
 
-def _stay_start(rng: random.Random, s: TravelState) -> str:
-    return (s.today() + dt.timedelta(days=rng.randint(2, 5))).isoformat()
-
-
-def _stay_end(rng: random.Random, s: TravelState) -> str:
-    return (s.today() + dt.timedelta(days=rng.randint(6, 9))).isoformat()
+def _stay(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
+    """A hotel stay as a traveller plans it, drawn as a whole: check-in in the next days, one to
+    five nights later check-out (the sources of one call draw the same stay)."""
+    check_in = s.today() + dt.timedelta(days=rng.randint(2, 10))
+    nights = rng.choice((1, 2, 2, 3, 3, 4, 5))
+    return {"check_in": check_in.isoformat(), "check_out": (check_in + dt.timedelta(days=nights)).isoformat()}
 
 
 # -- the server and its tools --------------------------------------------------------------------------
@@ -1039,7 +1040,8 @@ def select_seat(
               lambda s: {**{k: v for k, v in _hotel_example(s).items() if k != "hotel_id"}, "city": "lhr",
                          "min_stars": 3, "sort": "price"}],
     asks=lambda a: HOTEL_SORT_ASKS.get(a.get("sort"), HOTEL_ASKS),
-    values={"city": lambda rng, s: rng.choice([a[1] for a in AIRPORTS.values()] + list(AIRPORTS)[:4])},
+    values={"city": lambda rng, s: rng.choice([a[1] for a in AIRPORTS.values()] + list(AIRPORTS)[:4]),
+            "check_in": part_of(_stay, "check_in"), "check_out": part_of(_stay, "check_out")},
 )
 def search_hotels(
     state: TravelState,
@@ -1111,6 +1113,7 @@ def get_hotel(state: TravelState, hotel_id: HotelId) -> dict:
           "price a stay at {hotel_id} from {check_in} to {check_out}",
           "check prices at {hotel_id} for {guests} guests, {check_in} to {check_out}",
           "compare the flexible and non-refundable rates at {hotel_id} for {check_in} to {check_out}"),
+    values={"check_in": part_of(_stay, "check_in"), "check_out": part_of(_stay, "check_out")},
 )
 def get_room_rates(
     state: TravelState,
@@ -1193,7 +1196,7 @@ def book_flight(
             "STAY_TOO_LONG", "TOO_MANY_GUESTS", "ROOM_SOLD_OUT"],
     examples=[_hotel_booking_example],
     asks=lambda a: RATE_PLAN_ASKS[a.get("rate_plan")],
-    values={"check_in": _stay_start, "check_out": _stay_end},
+    values={"check_in": part_of(_stay, "check_in"), "check_out": part_of(_stay, "check_out")},
 )
 def book_hotel(
     state: TravelState,

@@ -31,7 +31,12 @@ related fields can draw the same record (a new contact's name and e-mail address
 
 ``values`` draw a realistic value per call for parameters the user chooses freely (a new
 payee's name, an amount, a meeting title): ``(rng, state) -> value``, checked to pass the
-tool's schema and to vary.
+tool's schema and to vary. A value that belongs with another one of the call takes a third
+parameter named ``args`` (default None): the call's other arguments known so far (the entities the user named,
+values drawn before it), given by ``draw_value`` — a limit price near the quote of the chosen
+symbol, a merchant that fits the chosen category, an event's end an hour after its start. It must
+still give a sensible value without them (``args`` None), and is checked both ways. Numbers are
+drawn as a person says them: money in whole units or cents, quantities and percentages round.
 
 ``answers`` (``prove_core.toolkit.answers``) name result fields; ``check_answers`` (run by
 ``check_phrasings``) requires each to appear in the result of at least one of the tool's
@@ -42,10 +47,11 @@ states.
 
 from __future__ import annotations
 
+import inspect
 import random
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prove_core.toolkit.answers import BOOKKEEPING, flat, main_records, sensitive_fields
@@ -86,6 +92,33 @@ def implied_by_wording(tool: ToolDef) -> set[str]:
         return set()
     props = tool.spec.parameters.get("properties", {})
     return {p for p in required_values(tool) if props.get(p, {}).get("type") == "boolean" or "enum" in props.get(p, {})}
+
+
+def takes_args(source: Any) -> bool:
+    """Whether a ``values`` source takes the call's other arguments (a parameter named ``args``)."""
+    try:
+        return "args" in inspect.signature(source).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+
+
+def draw_value(source: Any, rng: random.Random, state: Any, args: Mapping[str, Any] | None = None) -> Any:
+    """One value from a ``values`` source: given ``args`` (the call's other arguments known so far)
+    when it takes them, so it draws what belongs with them."""
+    if takes_args(source):
+        return source(rng, state, dict(args) if args is not None else None)
+    return source(rng, state)
+
+
+def part_of(plan: Callable[..., Mapping[str, Any]], field: str) -> Callable[..., Any]:
+    """A ``values`` source giving one ``field`` of ``plan(rng, state, args)``, a record drawn as a
+    whole (a merchant with its amount, an event's title with its times). The sources of one call
+    get same-seeded generators, so each draws the same record and the call's values agree."""
+
+    def source(rng: random.Random, state: Any, args: Mapping[str, Any] | None = None) -> Any:
+        return plan(rng, state, args)[field]
+
+    return source
 
 
 def check_template(tool: ToolDef, template: str) -> list[str]:
@@ -133,17 +166,21 @@ def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state:
         if param not in props:
             problems.append(f"{tool.name}: values names {param!r}, which is not a parameter")
             continue
-        drawn = []
-        for i in range(20):
-            try:
-                value = source(random.Random(i), state)
-                tool.validate({**base, param: value})
-            except Exception as exc:  # noqa: BLE001
-                problems.append(f"{tool.name}: values[{param!r}] gave an invalid value: {exc}")
-                break
-            drawn.append(repr(value))
-        if len(drawn) == 20 and len(set(drawn)) < 3:
-            problems.append(f"{tool.name}: values[{param!r}] gave {len(set(drawn))} distinct values in 20 draws")
+        contexts = [None, *({k: v for k, v in a.items() if k != param} for a in example_args)] \
+            if takes_args(source) else [None]
+        for context in contexts:
+            drawn = []
+            for i in range(20):
+                try:
+                    value = draw_value(source, random.Random(i), state, context)
+                    tool.validate({**base, **(context or {}), param: value})
+                except Exception as exc:  # noqa: BLE001
+                    problems.append(f"{tool.name}: values[{param!r}] gave an invalid value"
+                                    f"{'' if context is None else f' for {context}'}: {exc}")
+                    break
+                drawn.append(repr(value))
+            if context is None and len(drawn) == 20 and len(set(drawn)) < 3:  # one record may allow one value
+                problems.append(f"{tool.name}: values[{param!r}] gave {len(set(drawn))} distinct values in 20 draws")
     return problems
 
 
