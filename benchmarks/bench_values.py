@@ -99,14 +99,19 @@ class Drawer:
             self._examples[tool.name] = found
         return self._examples[tool.name]
 
-    def pool(self, param: str) -> list[Any]:
-        """Values stored under a field named ``param`` anywhere in the seed state."""
-        if param not in self._pools:
+    def pool(self, tool: ToolDef, param: str) -> list[Any]:
+        """Values of the parameter's type stored under a field named ``param`` anywhere in the seed
+        state, that the tool's schema accepts in its first example."""
+        key = f"{tool.name}.{param}"
+        if key not in self._pools:
+            kind = {"string": str, "integer": int, "number": (int, float)}.get(
+                tool.spec.parameters["properties"][param].get("type", ""))
             values = {record.get(param) for table in self.state._tables.values() for record in table.values()
-                      if isinstance(record, dict)}
-            self._pools[param] = sorted((v for v in values if isinstance(v, str | int | float) and
-                                         not isinstance(v, bool)), key=repr)
-        return self._pools[param]
+                      if isinstance(record, dict)} if kind else set()
+            base = (self.examples(tool) or [{}])[0]
+            self._pools[key] = [v for v in sorted((v for v in values if isinstance(v, kind) and
+                                                   not isinstance(v, bool)), key=repr) if _valid(tool, {**base, param: v})]
+        return self._pools[key]
 
     def call(self, tool: ToolDef, rng: random.Random, *, with_args: bool) -> dict[str, Any]:
         """One call's arguments: its entities from the seed state, then its other values."""
@@ -128,7 +133,7 @@ class Drawer:
                 value = rng.choice(prop["enum"])
             else:
                 examples = [e[param] for e in self.examples(tool) if param in e]
-                pool = self.pool(param) if prop.get("type") in ("string", "number", "integer") else []
+                pool = self.pool(tool, param)
                 value = rng.choice(pool) if pool and (rng.random() < 0.5 or not examples) else \
                     rng.choice(examples) if examples else None
             if value is not None:
@@ -140,6 +145,14 @@ class Drawer:
         rng = random.Random(f"{self.server.name}.{tool_name}")
         for _ in range(draws):
             yield self.call(tool, rng, with_args=with_args)
+
+
+def _valid(tool: ToolDef, args: dict[str, Any]) -> bool:
+    try:
+        tool.validate(args)
+    except Exception:  # noqa: BLE001 - the schema rejects it
+        return False
+    return True
 
 
 def _share(hits: int, total: int) -> float:

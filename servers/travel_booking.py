@@ -785,6 +785,15 @@ RATE_PLAN_ASKS = {
 }
 
 
+def _trip(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
+    """A flight search as a traveller makes it, drawn as a whole from the live schedule: a route
+    and a day that a scheduled flight flies, for one or two people (the sources of one call draw
+    the same trip)."""
+    flight = rng.choice(s.flights.where(lambda f: f["date"] > s.today().isoformat()))
+    return {"origin": flight["origin"], "destination": flight["destination"], "date": flight["date"],
+            "passengers": rng.choice((1, 1, 2, 2, 3))}
+
+
 def _stay(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
     """A hotel stay as a traveller plans it, drawn as a whole: check-in in the next days, one to
     five nights later check-out (the sources of one call draw the same stay)."""
@@ -857,6 +866,7 @@ def _departures_today(state: TravelState, origin: str) -> list[Record]:
           "{date}", "show me what flies from {origin} to {destination} on {date}",
           "look for {cabin} flights from {origin} to {destination} on {date} for {passengers} people",
           "price {passengers} seats from {origin} to {destination} on {date}"),
+    values={field: part_of(_trip, field) for field in ("origin", "destination", "date", "passengers")},
 )
 def search_flights(
     state: TravelState,
