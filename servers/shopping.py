@@ -26,6 +26,7 @@ from prove_core.toolkit import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    Record,
     ResourceExhausted,
     Server,
     State,
@@ -34,6 +35,7 @@ from prove_core.toolkit import (
     fake,
     money,
     paginate,
+    part_of,
     ref,
     require,
     require_found,
@@ -131,9 +133,13 @@ REVIEW_TEXT = {  # rating → (titles, bodies)
 
 # Free values a customer types in (for synthesis): second address lines and notes for the returns desk.
 UNITS = ("Apt 4B", "Suite 210", "Unit 12", "Apt 1", "Floor 3", "Apt 707", "Suite 1400", "Unit C")
-RETURN_NOTES = ("Box is unopened.", "Tried it on once, tags still attached.", "The left earbud does not charge.",
-                "Arrived with a cracked lid.", "Ordered two by accident.", "Color is much darker than the photos.",
-                "Please send a prepaid label.")
+RETURN_NOTES = {  # reason → what the customer writes to the returns desk
+    "changed_mind": ("Box is unopened.", "Please send a prepaid label."),
+    "does_not_fit": ("Tried it on once, tags still attached.", "Runs a size small."),
+    "damaged": ("Arrived with a cracked lid.", "The left earbud does not charge."),
+    "wrong_item": ("Ordered the blue one, got the grey one.", "Ordered two by accident."),
+    "not_as_described": ("Color is much darker than the photos.", "Smaller than the listing says."),
+}
 # Reusable parameter types, so every tool describes paging and ids the same way.
 Limit = Annotated[int, Field(ge=1, le=50, description="Page size: how many results to return (1-50).")]
 Offset = Annotated[int, Field(ge=0, description="How many results to skip; pass next_offset from the previous page.")]
@@ -555,6 +561,19 @@ def _reviewable_product(s: ShopState) -> str:
 
 def _usable_card(s: ShopState) -> str:
     return s.payment_methods.first(lambda c: not _card_expired(c, s.today()))["id"]
+
+
+def _review(rng: random.Random, s: ShopState, args: Record | None = None) -> Record:
+    """A review as a customer writes it: a rating, and a headline and text that say that rating."""
+    rating = rng.choice((5, 5, 4, 4, 3, 2, 1))
+    titles, bodies = REVIEW_TEXT[rating]
+    return {"rating": rating, "headline": rng.choice(titles), "body": rng.choice(bodies)}
+
+
+def _return_request(rng: random.Random, s: ShopState, args: Record | None = None) -> Record:
+    """Why a customer returns an item, and the note that says so."""
+    reason = rng.choice(typing.get_args(ReturnReason))
+    return {"reason": reason, "comment": rng.choice(RETURN_NOTES.get(reason, ("Please send a prepaid label.",)))}
 
 
 # -- the server and its tools -------------------------------------------------------------------
@@ -1045,8 +1064,7 @@ def track_shipment(state: ShopState, order_id: OrderId) -> dict:
           "send back {quantity} of {order_item_id} from {order_id}, the reason being {reason}",
           "return {order_item_id} ({reason}) with the note \"{comment}\"",
           "open a return on {order_id} for {order_item_id}, reason {reason}"),
-    values={"reason": lambda rng, s: rng.choice(typing.get_args(ReturnReason)),
-            "comment": lambda rng, s: rng.choice(RETURN_NOTES)},
+    values={field: part_of(_return_request, field) for field in ("reason", "comment")},
 )
 def start_return(
     state: ShopState,
@@ -1156,9 +1174,7 @@ def list_reviews(
           "leave a {rating}-star review on {product_id} titled \"{headline}\" saying \"{body}\"",
           "write a review for {product_id}, {rating} out of 5, headline \"{headline}\", text \"{body}\"",
           "rate {product_id} {rating} stars with the title \"{headline}\" and the text \"{body}\""),
-    values={"rating": lambda rng, s: rng.choice((5, 5, 4, 4, 3, 2, 1)),
-            "headline": lambda rng, s: rng.choice([t for titles, _ in REVIEW_TEXT.values() for t in titles]),
-            "body": lambda rng, s: rng.choice([b for _, bodies in REVIEW_TEXT.values() for b in bodies])},
+    values={field: part_of(_review, field) for field in ("rating", "headline", "body")},
 )
 def write_review(
     state: ShopState,
