@@ -21,6 +21,8 @@ Figures (share of drawn calls):
 - ``listing_mismatch``: new marketplace listings whose title is not of its category or whose
   price is outside the kind's range; ``offers_off``: offers and counters outside 50-100% of the
   list price;
+- ``party_mismatch``: flight bookings whose passenger count is not the number of travellers, or
+  with a traveller whose passport is not valid for an international flight;
 - ``odd_floats``: drawn numbers (of ``number`` parameters) with more than two decimals
   (coordinates excepted).
 
@@ -249,6 +251,22 @@ def listing_mismatches(servers: Mapping[str, Server], draws: int, with_args: boo
     return {"listing_mismatch": _share(bad, total), "offers_off": _share(off, offers)}
 
 
+def party_mismatches(servers: Mapping[str, Server], draws: int, with_args: bool) -> dict[str, float]:
+    drawer = Drawer(servers["travel_booking"])
+    bad = total = 0
+    for args in drawer.calls("book_flight", draws, with_args=with_args):
+        fare = drawer.state.fares.find(args.get("fare_id") or "")
+        flight = fare and drawer.state.flights.find(fare["flight_id"])
+        travellers = [drawer.state.travellers.find(t) for t in args.get("traveller_ids", [])]
+        if not flight or not travellers:
+            continue
+        total += 1
+        unfit = flight["international"] and any(t is None or (t["passport_expiry"] or "") < flight["date"]
+                                                for t in travellers)
+        bad += args.get("passengers") != len(travellers) or unfit
+    return {"party_mismatch": _share(bad, total)}
+
+
 def odd_floats(servers: Mapping[str, Server], draws: int, with_args: bool) -> dict[str, float]:
     odd = total = 0
     for server in servers.values():
@@ -268,7 +286,7 @@ def odd_floats(servers: Mapping[str, Server], draws: int, with_args: bool) -> di
 
 
 FIGURES: tuple[Callable[[Mapping[str, Server], int, bool], dict[str, float]], ...] = (
-    limit_prices, event_lengths, reversed_ranges, merchant_mismatches, listing_mismatches, odd_floats)
+    limit_prices, event_lengths, reversed_ranges, merchant_mismatches, listing_mismatches, party_mismatches, odd_floats)
 
 
 def figures(servers: Mapping[str, Server], draws: int, *, with_args: bool) -> dict[str, float]:

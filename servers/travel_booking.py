@@ -794,6 +794,18 @@ def _trip(rng: random.Random, s: TravelState, args: Record | None = None) -> Rec
             "passengers": rng.choice((1, 1, 2, 2, 3))}
 
 
+def _party(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
+    """Who flies on the call's fare, drawn as a whole: one to three of the member's travellers
+    (for an international flight, those whose passport is valid that day) and their count."""
+    fare = s.fares.find((args or {}).get("fare_id") or "")
+    flight = fare and s.flights.find(fare["flight_id"])
+    day = flight["date"] if flight and flight["international"] else None
+    able = sorted(t["id"] for t in s.travellers.all()
+                  if day is None or (t["passport_expiry"] is not None and t["passport_expiry"] >= day))
+    chosen = sorted(rng.sample(able, min(rng.choice((1, 1, 2, 2, 3)), len(able)))) if able else []
+    return {"traveller_ids": chosen, "passengers": max(len(chosen), 1)}
+
+
 def _stay(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
     """A hotel stay as a traveller plans it, drawn as a whole: check-in in the next days, one to
     five nights later check-out (the sources of one call draw the same stay)."""
@@ -1162,6 +1174,7 @@ def get_room_rates(
           "buy {fare_id} for {passengers} travellers ({traveller_ids})",
           "reserve {passengers} seats on {fare_id} for travellers {traveller_ids}",
           "go ahead and book {fare_id} for {traveller_ids}, {passengers} people in total"),
+    values={"passengers": part_of(_party, "passengers"), "traveller_ids": part_of(_party, "traveller_ids")},
 )
 def book_flight(
     state: TravelState,

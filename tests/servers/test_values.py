@@ -14,6 +14,7 @@ from benchmarks.bench_values import (
     load_servers,
     merchant_mismatches,
     odd_floats,
+    party_mismatches,
     reversed_ranges,
 )
 from prove_core.toolkit.phrasing import check_phrasings, draw_value, takes_args
@@ -46,6 +47,10 @@ def test_expenses_are_filed_under_a_category_their_merchant_belongs_to(servers):
 
 def test_listings_fit_their_category_and_offers_their_listing(servers):
     assert listing_mismatches(servers, DRAWS, True) == {"listing_mismatch": 0, "offers_off": 0}
+
+
+def test_flight_bookings_name_as_many_travellers_as_passengers_each_fit_to_fly(servers):
+    assert party_mismatches(servers, DRAWS, True) == {"party_mismatch": 0}
 
 
 def test_numbers_are_drawn_with_the_digits_a_person_says(servers):
