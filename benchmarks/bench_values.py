@@ -21,6 +21,7 @@ Figures (share of drawn calls):
 - ``listing_mismatch``: new marketplace listings whose title is not of its category or whose
   price is outside the kind's range; ``offers_off``: offers and counters outside 50-100% of the
   list price;
+- ``option_mismatch``: dishes added to a cart with a size or add-on the dish does not offer;
 - ``party_mismatch``: flight bookings whose passenger count is not the number of travellers, or
   with a traveller whose passport is not valid for an international flight;
 - ``odd_floats``: drawn numbers (of ``number`` parameters) with more than two decimals
@@ -267,6 +268,20 @@ def party_mismatches(servers: Mapping[str, Server], draws: int, with_args: bool)
     return {"party_mismatch": _share(bad, total)}
 
 
+def option_mismatches(servers: Mapping[str, Server], draws: int, with_args: bool) -> dict[str, float]:
+    drawer = Drawer(servers["food_delivery"])
+    bad = total = 0
+    for args in drawer.calls("add_to_cart", draws, with_args=with_args):
+        item = drawer.state.menu_items.find(args.get("menu_item_id") or "")
+        if item is None:
+            continue
+        total += 1
+        sizes = {size["id"] for size in item.get("sizes") or ()}
+        add_ons = {add_on["id"] for add_on in item.get("add_ons") or ()}
+        bad += ("size" in args and args["size"] not in sizes) or not set(args.get("add_ons") or ()) <= add_ons
+    return {"option_mismatch": _share(bad, total)}
+
+
 def odd_floats(servers: Mapping[str, Server], draws: int, with_args: bool) -> dict[str, float]:
     odd = total = 0
     for server in servers.values():
@@ -286,7 +301,8 @@ def odd_floats(servers: Mapping[str, Server], draws: int, with_args: bool) -> di
 
 
 FIGURES: tuple[Callable[[Mapping[str, Server], int, bool], dict[str, float]], ...] = (
-    limit_prices, event_lengths, reversed_ranges, merchant_mismatches, listing_mismatches, party_mismatches, odd_floats)
+    limit_prices, event_lengths, reversed_ranges, merchant_mismatches, listing_mismatches, party_mismatches,
+    option_mismatches, odd_floats)
 
 
 def figures(servers: Mapping[str, Server], draws: int, *, with_args: bool) -> dict[str, float]:

@@ -44,6 +44,7 @@ from prove_core.toolkit import (
     minute_text,
     money,
     paginate,
+    part_of,
     ref,
     require,
 )
@@ -828,6 +829,18 @@ def get_menu_item(
     return state.menu_items.get(menu_item_id)
 
 
+def _dish_options(rng: random.Random, s: DeliveryState, args: Record | None = None) -> Record:
+    """Options a customer picks for the call's dish (else any dish), drawn as a whole: one of its
+    sizes and up to two of its add-ons; None for what the dish does not offer, so the call leaves
+    it out."""
+    item = s.menu_items.find((args or {}).get("menu_item_id") or "") or rng.choice(s.menu_items.all())
+    sizes = [size["id"] for size in item.get("sizes") or ()]
+    add_ons = [add_on["id"] for add_on in item.get("add_ons") or ()]
+    size = rng.choice(sizes) if sizes else None
+    picked = sorted(rng.sample(add_ons, min(len(add_ons), rng.choice((1, 1, 2))))) if add_ons else None
+    return {"size": size, "add_ons": picked}
+
+
 def _add_to_cart_asks(a: dict) -> list[str]:
     """Quantity, size, add-ons and a note each in some templates; a fresh cart in words."""
     found = ["add {menu_item_id} to my cart", "put {menu_item_id} in the cart", "throw {menu_item_id} into my cart"]
@@ -859,7 +872,8 @@ def _add_to_cart_asks(a: dict) -> list[str]:
     examples=[_add_example, _switch_restaurant_example],
     asks=_add_to_cart_asks,
     values={"quantity": lambda rng, s: rng.choice((1, 1, 2, 2, 3, 4)),
-            "notes": lambda rng, s: rng.choice(KITCHEN_NOTES)},
+            "notes": lambda rng, s: rng.choice(KITCHEN_NOTES),
+            "size": part_of(_dish_options, "size"), "add_ons": part_of(_dish_options, "add_ons")},
 )
 def add_to_cart(
     state: DeliveryState,

@@ -35,7 +35,9 @@ tool's schema and to vary. A value that belongs with another one of the call tak
 parameter named ``args`` (default None): the call's other arguments known so far (the entities the user named,
 values drawn before it), given by ``draw_value`` — a limit price near the quote of the chosen
 symbol, a merchant that fits the chosen category, an event's end an hour after its start. It must
-still give a sensible value without them (``args`` None), and is checked both ways. Numbers are
+still give a sensible value without them (``args`` None), and is checked both ways. A source
+returns None when its parameter does not apply to the call (a size for a dish without sizes):
+the call leaves it out. Numbers are
 drawn as a person says them: money in whole units or cents, quantities and percentages round.
 
 ``answers`` (``prove_core.toolkit.answers``) name result fields; ``check_answers`` (run by
@@ -173,7 +175,8 @@ def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state:
             for i in range(20):
                 try:
                     value = draw_value(source, random.Random(i), state, context)
-                    tool.validate({**base, **(context or {}), param: value})
+                    if value is not None:  # None: the parameter does not apply to this call
+                        tool.validate({**base, **(context or {}), param: value})
                 except Exception as exc:  # noqa: BLE001
                     problems.append(f"{tool.name}: values[{param!r}] gave an invalid value"
                                     f"{'' if context is None else f' for {context}'}: {exc}")

@@ -14,6 +14,7 @@ from benchmarks.bench_values import (
     load_servers,
     merchant_mismatches,
     odd_floats,
+    option_mismatches,
     party_mismatches,
     reversed_ranges,
 )
@@ -51,6 +52,10 @@ def test_listings_fit_their_category_and_offers_their_listing(servers):
 
 def test_flight_bookings_name_as_many_travellers_as_passengers_each_fit_to_fly(servers):
     assert party_mismatches(servers, DRAWS, True) == {"party_mismatch": 0}
+
+
+def test_dishes_are_ordered_with_options_they_offer(servers):
+    assert option_mismatches(servers, DRAWS, True) == {"option_mismatch": 0}
 
 
 def test_numbers_are_drawn_with_the_digits_a_person_says(servers):
