@@ -21,7 +21,8 @@ Figures (share of drawn calls):
 - ``listing_mismatch``: new marketplace listings whose title is not of its category or whose
   price is outside the kind's range; ``offers_off``: offers and counters outside 50-100% of the
   list price;
-- ``option_mismatch``: dishes added to a cart with a size or add-on the dish does not offer;
+- ``option_mismatch``: dishes and products added to a cart with a size or add-on they do not
+  offer;
 - ``party_mismatch``: flight bookings whose passenger count is not the number of travellers, or
   with a traveller whose passport is not valid for an international flight;
 - ``odd_floats``: drawn numbers (of ``number`` parameters) with more than two decimals
@@ -279,6 +280,12 @@ def option_mismatches(servers: Mapping[str, Server], draws: int, with_args: bool
         sizes = {size["id"] for size in item.get("sizes") or ()}
         add_ons = {add_on["id"] for add_on in item.get("add_ons") or ()}
         bad += ("size" in args and args["size"] not in sizes) or not set(args.get("add_ons") or ()) <= add_ons
+    shop = Drawer(servers["shopping"])
+    for args in shop.calls("add_to_cart", draws, with_args=with_args):
+        product = shop.state.products.find(args.get("product_id") or "")
+        if product is not None and "size" in args:
+            total += 1
+            bad += args["size"] not in {v["size"] for v in product["variants"] if v["size"]}
     return {"option_mismatch": _share(bad, total)}
 
 

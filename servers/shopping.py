@@ -570,9 +570,24 @@ def _review(rng: random.Random, s: ShopState, args: Record | None = None) -> Rec
     return {"rating": rating, "headline": rng.choice(titles), "body": rng.choice(bodies)}
 
 
+def _size_for(rng: random.Random, s: ShopState, args: Record | None = None) -> str | None:
+    """A size of the call's product, one in stock when any is; None for a product without sizes
+    (the call leaves it out). Without a product, any size."""
+    product = s.products.find((args or {}).get("product_id") or "")
+    if product is None:
+        return rng.choice(SIZES)
+    sizes = [v["size"] for v in product["variants"] if v["size"]]
+    stocked = [v["size"] for v in product["variants"] if v["size"] and v["stock"] > 0]
+    return rng.choice(stocked or sizes) if sizes else None
+
+
 def _return_request(rng: random.Random, s: ShopState, args: Record | None = None) -> Record:
-    """Why a customer returns an item, and the note that says so."""
-    reason = rng.choice(typing.get_args(ReturnReason))
+    """Why a customer returns the call's item, and the note that says so (it does not fit only
+    when it comes in sizes)."""
+    order = s.orders.find((args or {}).get("order_id") or "")
+    item = next((i for i in (order or {}).get("items", ()) if i["id"] == (args or {}).get("order_item_id")), None)
+    reasons = [r for r in typing.get_args(ReturnReason) if r != "does_not_fit" or item is None or item["size"]]
+    reason = rng.choice(reasons)
     return {"reason": reason, "comment": rng.choice(RETURN_NOTES.get(reason, ("Please send a prepaid label.",)))}
 
 
@@ -702,7 +717,7 @@ def get_cart(state: ShopState) -> dict:
                     "grab {product_id} for me in a size {size}") if a.get("size") else (
         "add {product_id} to my cart", "put {quantity} of {product_id} in my cart", "toss {product_id} into the cart",
         "get me {quantity} of {product_id} in my cart"),
-    values={"quantity": lambda rng, s: rng.choice((1, 1, 1, 2, 2, 3))},
+    values={"quantity": lambda rng, s: rng.choice((1, 1, 1, 2, 2, 3)), "size": _size_for},
 )
 def add_to_cart(
     state: ShopState,
