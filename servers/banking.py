@@ -521,6 +521,7 @@ Memo = Annotated[str | None, Field(max_length=140, description="Optional note sh
 
 
 @server.tool(
+    answers=("email", "phone"),
     read_only=True,
     reads=["customer"],
     examples=[lambda s: {"query": s.customers.first()["name"].split()[1]}],
@@ -540,6 +541,7 @@ def find_customers(
 
 
 @server.tool(
+    answers=("type", "available_balance", "status"),
     read_only=True,
     reads=["customer", "account", "transaction"],
     errors=["CUSTOMER_NOT_FOUND"],
@@ -567,6 +569,7 @@ def list_accounts(
 
 
 @server.tool(
+    answers=("available_balance", "current_balance"),
     read_only=True,
     reads=["account", "transaction"],
     errors=["ACCOUNT_NOT_FOUND"],
@@ -676,6 +679,7 @@ def transfer_between_accounts(
 
 
 @server.tool(
+    answers=("bank_name", "status"),
     read_only=True,
     reads=["customer", "payee"],
     errors=["CUSTOMER_NOT_FOUND"],
@@ -836,6 +840,7 @@ def pay_payee(
 
 
 @server.tool(
+    answers=("amount", "timestamp", "status"),
     read_only=True,
     reads=["account", "transaction"],
     errors=["ACCOUNT_NOT_FOUND", "BAD_DATE", "INVALID_DATE_RANGE"],
@@ -880,6 +885,7 @@ def list_transactions(
 
 
 @server.tool(
+    answers=("amount", "timestamp", "status", "counterparty"),
     read_only=True,
     reads=["transaction"],
     errors=["TRANSACTION_NOT_FOUND"],
@@ -898,6 +904,7 @@ def get_transaction(
 
 
 @server.tool(
+    answers=("last4", "status", "daily_spending_limit"),
     read_only=True,
     reads=["customer", "card"],
     errors=["CUSTOMER_NOT_FOUND"],
@@ -957,6 +964,7 @@ def set_card_frozen(
 
 
 @server.tool(
+    answers=("status", "estimated_delivery"),
     destructive=True,
     idempotent=True,  # a repeat is refused with CARD_CANCELLED: one replacement only
     reads=["customer", "card", "account"],
@@ -1034,6 +1042,7 @@ def set_card_spending_limit(
 
 
 @server.tool(
+    answers=("opening_balance", "closing_balance", "total_credits", "total_debits"),
     read_only=True,
     reads=["account", "transaction"],
     errors=["ACCOUNT_NOT_FOUND", "STATEMENT_NOT_AVAILABLE"],

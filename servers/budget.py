@@ -35,6 +35,7 @@ from prove_core.toolkit import (
     money,
     paginate,
     parse_date,
+    part_of,
     ref,
     require,
 )
@@ -63,10 +64,35 @@ CUSTOM_CATEGORY = ("Gifts", "other")  # made by the household: a category withou
 # What a household types when it records and searches its spending (synthesis draws from these).
 NEW_CATEGORIES = ("Pet Care", "Childcare", "Education", "Home Repairs", "Charity", "Hobbies", "Personal Care",
                   "Insurance", "Car Maintenance", "Books", "Kids Activities", "Garden", "Coffee")
-EXPENSE_MERCHANTS = tuple(dict.fromkeys(m for _, _, _, _, merchants, _ in CATEGORIES[1:] for m in merchants))
-EXPENSE_AMOUNTS = (4.75, 8.5, 12.4, 18.99, 23.4, 31.0, 42.5, 56.0, 64.3, 89.99, 120.0)
-EXPENSE_NOTES = ("Movie night", "Split with a friend", "Birthday dinner", "Weekly shop", "Work lunch", "Refill",
-                 "Gift for Mom", "Reimbursable", "Date night", "Team outing", "Paid for the neighbours too")
+GIFT_MERCHANTS = ("Paperlane Studio", "Bloom Florist")
+# Where a household spends in a category: the seeded ones, the custom one and those it may create
+# (merchants, smallest and largest ticket), so an expense's merchant and amount fit its category.
+SPENDING = {name: (merchants, amounts) for name, _, _, _, merchants, amounts in CATEGORIES[1:]} | {
+    CUSTOM_CATEGORY[0]: (GIFT_MERCHANTS, (15, 90)),
+    "Pet Care": (("Paws & Claws", "City Vet Clinic"), (12, 140)),
+    "Childcare": (("Little Sprouts Daycare", "Sitter Circle"), (25, 320)),
+    "Education": (("Bright Minds Tutoring", "Community College"), (20, 400)),
+    "Home Repairs": (("HomeGoods Depot", "Handy Helpers"), (15, 350)),
+    "Charity": (("City Food Bank", "Red Cross"), (10, 100)),
+    "Hobbies": (("Craft Corner", "Game Vault"), (8, 90)),
+    "Personal Care": (("Style Studio Salon", "Pharma Plus"), (8, 75)),
+    "Insurance": (("SafeHarbor Insurance",), (40, 180)),
+    "Car Maintenance": (("QuickLube Garage", "Tire Town"), (30, 420)),
+    "Books": (("Bookshelf & Co",), (8, 45)),
+    "Kids Activities": (("Splash Swim School", "Little Kickers"), (15, 120)),
+    "Garden": (("Green Thumb Nursery", "HomeGoods Depot"), (8, 90)),
+    "Coffee": (("Corner Coffee",), (3, 9)),
+}
+# A category a household named itself, matched by group when its name is not above.
+SPENDING_BY_GROUP = {"housing": "Home Repairs", "essentials": "Groceries", "lifestyle": "Shopping",
+                     "health": "Health & Fitness", "other": CUSTOM_CATEGORY[0]}
+EXPENSE_MERCHANTS = tuple(dict.fromkeys(m for merchants, _ in SPENDING.values() for m in merchants))
+GENERAL_NOTES = ("Split with a friend", "Reimbursable", "Paid for the neighbours too")
+CATEGORY_NOTES = {"Groceries": ("Weekly shop", "Party supplies"), "Dining Out": ("Birthday dinner", "Work lunch",
+                  "Date night", "Team outing"), "Entertainment": ("Movie night", "Date night"),
+                  "Transportation": ("Refill", "Commute"), "Health & Fitness": ("Refill", "Checkup"),
+                  "Shopping": ("Gift for Mom", "New shoes"), CUSTOM_CATEGORY[0]: ("Gift for Mom", "Birthday present"),
+                  "Travel": ("Weekend trip", "Conference")}
 MERCHANT_SEARCHES = ("coffee", "grocery", "metro", "noodle", "fuel", "streamly", "gym", "pharma", "taco", "depot",
                      "market", "cineplex")
 THRESHOLDS = (60, 70, 75, 80, 85, 90, 95)
@@ -210,7 +236,7 @@ def build_budget(rng: random.Random, options: BudgetOptions) -> BudgetState:
         specs[category["id"]] = (limit, weight, merchants, amounts)
     gifts = state.categories.insert({"name": CUSTOM_CATEGORY[0], "group": CUSTOM_CATEGORY[1], "is_custom": True,
                                      "created_on": (started + dt.timedelta(days=40)).isoformat()})
-    specs[gifts["id"]] = (None, 2, ("Paperlane Studio", "Bloom Florist"), (15, 90))
+    specs[gifts["id"]] = (None, 2, GIFT_MERCHANTS, SPENDING[CUSTOM_CATEGORY[0]][1])
     rent = float(rng.randint(15, 26) * 100)
     for n in range(TRACKED_MONTHS):
         _seed_month(state, rng, _shift(first_month, n), specs, rent, options.expenses_per_month)
@@ -278,6 +304,74 @@ def _editable_expense(s: BudgetState) -> Record:
     return s.expenses.first(lambda e: not _closed(s, e["month"]))
 
 
+def _spending_of(s: BudgetState, category_id: Any) -> tuple[str, tuple[str, ...], tuple[float, float]]:
+    """A category's name, merchants and ticket range (the rent: the landlord and the rent)."""
+    category = s.categories.find(category_id) if isinstance(category_id, str) else None
+    if category is None:
+        return "", EXPENSE_MERCHANTS, (5, 120)
+    name = category["name"]
+    if name == "Rent":
+        paid = [e["amount"] for e in s.expenses.where(category_id=category_id)] or [1800.0]
+        return name, ("Oakridge Apartments",), (paid[-1], paid[-1])
+    return name, *SPENDING.get(name, SPENDING[SPENDING_BY_GROUP.get(category["group"], "Shopping")])
+
+
+def _said_amount(rng: random.Random, low: float, high: float) -> float:
+    """An amount as it shows on a receipt: whole dollars, a half, or cents ending in 9 or 5."""
+    value = rng.uniform(low, high)
+    shape = rng.choice(("whole", "half", "nine", "five"))
+    if low == high:
+        return money(low)
+    if shape == "whole":
+        return float(max(round(value), 1))
+    if shape == "half":
+        return money(int(value) + 0.5)
+    return money(int(value) + (0.99 if shape == "nine" else rng.choice((0.25, 0.45, 0.75, 0.85))))
+
+
+def _purchase(rng: random.Random, s: BudgetState, args: Record | None) -> Record:
+    """One expense a household would log, drawn as a whole: a merchant and an amount that fit the
+    call's category (or, correcting an expense, that expense's category), a note that fits, and
+    how it was paid. Every value source of a call draws the same purchase (same-seeded rngs)."""
+    args = args or {}
+    category_id = args.get("category_id")
+    if category_id is None and isinstance(args.get("expense_id"), str):
+        expense = s.expenses.find(args["expense_id"])
+        category_id = expense and expense["category_id"]
+    if category_id is None:
+        category_id = rng.choice([c["id"] for c in s.categories.all() if c["name"] != "Rent"])
+    name, merchants, (low, high) = _spending_of(s, category_id)
+    merchant = rng.choice(merchants)
+    amount = _said_amount(rng, low, high)
+    note = rng.choice(CATEGORY_NOTES.get(name, ()) + GENERAL_NOTES)
+    billed = name in ("Rent", "Utilities", "Insurance", "Childcare")
+    paid = "bank_transfer" if billed else "cash" if amount < 15 and rng.random() < 0.4 else "card"
+    return {"merchant": merchant, "amount": amount, "note": note, "payment_method": paid}
+
+
+def _planned_limit(rng: random.Random, s: BudgetState, args: Record | None = None) -> float:
+    """A monthly budget a household would set for the call's category: near its usual budget (or,
+    for one without, its usual spending), in round tens."""
+    category = s.categories.find((args or {}).get("category_id") or "")
+    typical = next((limit for name, _, limit, *_ in CATEGORIES if category and name == category["name"]), None)
+    if typical is None:
+        _, _, (low, high) = _spending_of(s, category and category["id"])
+        typical = max(100, min(high * 3, 800))
+    return float(round(typical * rng.choice((0.8, 0.9, 1.0, 1.1, 1.2, 1.5)), -1))
+
+
+def _changed_limit(rng: random.Random, s: BudgetState, args: Record | None = None) -> float:
+    """A new limit for the call's budget: its limit raised or trimmed a little, in round tens, and
+    never below what is already spent; without a budget, one above any of this month's."""
+    budget = s.budgets.find((args or {}).get("budget_id") or "")
+    if budget is None:
+        return float(round(max(b["limit"] for b in s.budgets.where(month=_this_month(s))), -2)
+                     + rng.choice((100, 200, 300, 400, 500, 750, 1000)))
+    floor = _spent(s, budget["category_id"], budget["month"])
+    wanted = budget["limit"] * rng.choice((0.8, 0.9, 1.1, 1.2, 1.25, 1.5))
+    return float(max(round(wanted, -1), -(-floor // 10) * 10))
+
+
 def _recent_day(rng: random.Random, s: BudgetState) -> str:
     """A day of the last two weeks: never in the future, never in a closed month (synthesis values)."""
     return (s.today() - dt.timedelta(days=rng.randint(0, 12))).isoformat()
@@ -305,6 +399,7 @@ Threshold = Annotated[int, Field(ge=1, le=100, description=(
 
 
 @server.tool(
+    answers=("group",),
     read_only=True,
     reads=["category"],
     examples=[{}, {"group": "lifestyle"}],
@@ -347,6 +442,7 @@ def create_category(
 
 
 @server.tool(
+    answers=("spent", "remaining", "percent_used"),
     read_only=True,
     reads=["budget", "category", "expense"],
     errors=["INVALID_MONTH"],
@@ -380,7 +476,7 @@ def list_budgets(
     asks=("set a ${limit} budget for {category_id} in {month}", "budget ${limit} for {category_id} for {month}",
           "create a {month} budget of ${limit} for {category_id}",
           "cap {category_id} at ${limit} in {month} and alert me at {alert_threshold_pct}%"),
-    values={"limit": lambda rng, s: rng.choice((150.0, 200.0, 250.0, 300.0, 400.0, 500.0, 650.0, 800.0)),
+    values={"limit": _planned_limit,
             "month": lambda rng, s: _shift(_this_month(s), rng.randint(1, 6)),
             "alert_threshold_pct": lambda rng, s: rng.choice(THRESHOLDS)},
 )
@@ -424,11 +520,7 @@ def create_budget(
     asks=("change the limit of {budget_id} to ${limit}", "set {budget_id} to ${limit}",
           "make {budget_id} ${limit} instead", "update {budget_id}: limit ${limit}, alert at {alert_threshold_pct}%",
           "set the cap on {budget_id} to ${limit} and warn me at {alert_threshold_pct} percent"),
-    values={  # above the largest budget this month (the rent), so any budget's spending is covered
-        "limit": lambda rng, s: float(round(max(b["limit"] for b in s.budgets.where(month=_this_month(s))), -2)
-                                      + rng.choice((100, 200, 300, 400, 500, 750, 1000))),
-        "alert_threshold_pct": lambda rng, s: rng.choice(THRESHOLDS),
-    },
+    values={"limit": _changed_limit, "alert_threshold_pct": lambda rng, s: rng.choice(THRESHOLDS)},
 )
 def set_budget_limit(
     state: BudgetState,
@@ -465,10 +557,8 @@ def set_budget_limit(
           "record that I paid {merchant} ${amount} on {date}",
           "put down ${amount} at {merchant} on {date} under {category_id}",
           "add ${amount} from {merchant} on {date} to {category_id}, paid by {payment_method}, note \"{note}\""),
-    values={"amount": lambda rng, s: rng.choice(EXPENSE_AMOUNTS), "date": _recent_day,
-            "merchant": lambda rng, s: rng.choice(EXPENSE_MERCHANTS),
-            "note": lambda rng, s: rng.choice(EXPENSE_NOTES),
-            "payment_method": lambda rng, s: rng.choice(("card", "cash", "bank_transfer"))},
+    values={"date": _recent_day, **{field: part_of(_purchase, field)
+                                    for field in ("amount", "merchant", "note", "payment_method")}},
 )
 def add_expense(
     state: BudgetState,
@@ -497,6 +587,7 @@ def add_expense(
 
 
 @server.tool(
+    answers=("amount", "date", "merchant"),
     read_only=True,
     reads=["expense", "category"],
     errors=["INVALID_MONTH", "CATEGORY_NOT_FOUND"],
@@ -548,9 +639,7 @@ def list_expenses(
           "move {expense_id} to {category_id}", "recategorize {expense_id} as {category_id}",
           "update {expense_id} to ${amount} with the note \"{note}\"",
           "correct {expense_id}: it was at {merchant} on {date}"),
-    values={"amount": lambda rng, s: rng.choice(EXPENSE_AMOUNTS), "date": _recent_day,
-            "merchant": lambda rng, s: rng.choice(EXPENSE_MERCHANTS),
-            "note": lambda rng, s: rng.choice(EXPENSE_NOTES)},
+    values={"date": _recent_day, **{field: part_of(_purchase, field) for field in ("amount", "merchant", "note")}},
 )
 def update_expense(
     state: BudgetState,
@@ -601,6 +690,7 @@ def delete_expense(state: BudgetState, expense_id: ExpenseId) -> dict:
 
 
 @server.tool(
+    answers=("percent_used", "spent"),
     read_only=True,
     reads=["alert"],
     errors=["INVALID_MONTH"],
@@ -646,6 +736,7 @@ def acknowledge_alert(
 
 
 @server.tool(
+    answers=("total_spent", "total_budgeted", "spent", "remaining"),
     read_only=True,
     reads=["expense", "budget", "category"],
     errors=["INVALID_MONTH"],

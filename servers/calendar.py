@@ -39,6 +39,7 @@ from prove_core.toolkit import (
     iso_datetime,
     paginate,
     parse_date,
+    part_of,
     ref,
     require,
     require_found,
@@ -97,6 +98,19 @@ CALENDAR_DESCRIPTIONS = ("Evenings on the garden app.", "School pickups, games a
 EVENT_TITLES = ("Planning prep", "1:1 prep", "Focus time", "Candidate sync", "Budget review", "Lunch and learn",
                 "Design critique", "Release go/no-go", "Partner intro call", "Onboarding walkthrough",
                 "Offsite planning", "Team lunch", "Demo dry run")
+# How long each kind of new event runs (minutes), when in the day it starts, and where it is held.
+EVENT_PLANS = {
+    "Planning prep": ((30, 45, 60), "work", "room"), "1:1 prep": ((15, 30), "work", "desk"),
+    "Focus time": ((60, 90, 120, 180), "work", "desk"), "Candidate sync": ((30, 45), "work", "call"),
+    "Budget review": ((60, 90), "work", "room"), "Lunch and learn": ((60,), "lunch", "room"),
+    "Design critique": ((45, 60, 90), "work", "room"), "Release go/no-go": ((30,), "work", "call"),
+    "Partner intro call": ((30, 45), "work", "call"), "Onboarding walkthrough": ((60, 90), "work", "room"),
+    "Offsite planning": ((60, 120), "work", "room"), "Team lunch": ((60, 90), "lunch", "lunch"),
+    "Demo dry run": ((30, 60), "work", "room"),
+}
+START_HOURS = {"work": (9, 10, 11, 13, 14, 15, 16), "lunch": (12,)}
+PLACES = {"room": ROOMS[:3] + ("Client office",), "call": ("Video call",), "desk": ("My desk", "Video call"),
+          "lunch": ("Noodle House", "Cafeteria", "Taco Loco")}
 AGENDAS = ("Walk through the open questions and agree on owners.", "Review the draft and collect feedback.",
            "Quick status round, then blockers.", "Decide on the launch date.", "Prep the slides for Thursday.",
            "Intro, goals for the quarter, next steps.", "Bring your laptop; we'll pair on the fix.")
@@ -587,6 +601,25 @@ def _mine_ahead(s: CalendarState, **match: Any) -> Record:
                           **match)
 
 
+def _event_plan(rng: random.Random, s: CalendarState, args: Record | None = None) -> Record:
+    """A new event as a person books it, drawn as a whole: a title, a weekday slot in working hours
+    of a length fit for it (15 min to 3 h), and a place that suits it. Moving an existing event
+    keeps its length. Every value source of a call draws the same plan (same-seeded rngs)."""
+    args = args or {}
+    title = args.get("title") if args.get("title") in EVENT_PLANS else rng.choice(EVENT_TITLES)
+    minutes, hours, place = EVENT_PLANS[title]
+    length = dt.timedelta(minutes=rng.choice(minutes))
+    event = s.events.find(args["event_id"]) if isinstance(args.get("event_id"), str) else None
+    if event is not None:  # a move keeps the event's length
+        length = min(_parse(event["end"], "end") - _parse(event["start"], "start"), dt.timedelta(hours=12))
+    day = s.today() + dt.timedelta(days=rng.randint(1, 10))
+    while day.weekday() >= 5:
+        day += dt.timedelta(days=1)
+    start = dt.datetime.combine(day, dt.time(rng.choice(START_HOURS[hours]), rng.choice((0, 0, 30))), tzinfo=dt.UTC)
+    return {"title": title, "start": iso_datetime(start), "end": iso_datetime(start + length),
+            "location": rng.choice(PLACES[place]), "description": rng.choice(AGENDAS)}
+
+
 def _tomorrow(s: CalendarState, hour: int, minute: int = 0) -> str:
     return iso_datetime(_at(s, 1, hour, minute))
 
@@ -671,6 +704,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("email", "job_title"),
     read_only=True,
     reads=["person"],
     examples=[lambda s: {"query": s.people.all()[1]["name"].split()[1]}, {"query": "engineer"}],
@@ -696,6 +730,7 @@ def find_people(
 
 
 @server.tool(
+    answers=("access_role",),
     read_only=True,
     reads=["calendar", "share", "person"],
     examples=[{}, {"access_role": "reader"}],
@@ -803,6 +838,7 @@ def _person(state: CalendarState, email: str) -> Record:
 
 
 @server.tool(
+    answers=("start", "end", "location"),
     read_only=True,
     reads=["calendar", "event", "attendee"],
     errors=["CALENDAR_NOT_FOUND", "CALENDAR_NOT_SHARED", "INVALID_TIME_RANGE", "RANGE_TOO_LARGE", "BAD_DATETIME"],
@@ -845,6 +881,7 @@ def list_events(
 
 
 @server.tool(
+    answers=("start", "end", "location"),
     read_only=True,
     reads=["calendar", "event", "attendee"],
     errors=["CALENDAR_NOT_FOUND", "CALENDAR_NOT_SHARED", "INVALID_TIME_RANGE", "BAD_DATETIME"],
@@ -902,6 +939,7 @@ def search_events(
 
 
 @server.tool(
+    answers=("start", "end", "location"),
     read_only=True,
     reads=["event", "attendee", "reminder", "calendar"],
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED"],
@@ -935,8 +973,7 @@ def get_event(state: CalendarState, event_id: EventId) -> dict:
           "set up {title} on {calendar_id} from {start} to {end} at {location}, invite {attendees} and show me as "
           "{show_as}",
           "add {title} from {start} to {end} at {location}, shown as {show_as}"),
-    values={"title": lambda rng, s: rng.choice(EVENT_TITLES), "location": lambda rng, s: rng.choice(ROOMS),
-            "description": lambda rng, s: rng.choice(AGENDAS)},
+    values={field: part_of(_event_plan, field) for field in ("title", "start", "end", "location", "description")},
 )
 def create_event(
     state: CalendarState,
@@ -987,8 +1024,7 @@ def create_event(
           "change {event_id}: call it \"{title}\" and hold it in {location}",
           "reschedule {event_id} to {start} until {end}", "move {event_id} to start at {start} and end at {end}",
           "update the agenda of {event_id} to \"{description}\""),
-    values={"title": lambda rng, s: rng.choice(EVENT_TITLES), "location": lambda rng, s: rng.choice(ROOMS),
-            "description": lambda rng, s: rng.choice(AGENDAS)},
+    values={field: part_of(_event_plan, field) for field in ("title", "start", "end", "location", "description")},
 )
 def update_event(
     state: CalendarState,
@@ -1188,6 +1224,7 @@ def respond_to_event(
 
 
 @server.tool(
+    answers=("start", "my_response"),
     read_only=True,
     reads=["event", "attendee"],
     examples=[{}, {"response": "accepted", "include_past": True}],
@@ -1215,6 +1252,7 @@ def list_invitations(
 
 
 @server.tool(
+    answers=("start", "end"),
     read_only=True,
     reads=["person", "event", "attendee"],
     errors=["PERSON_NOT_FOUND", "INVALID_TIME_RANGE", "RANGE_TOO_LARGE", "BAD_DATETIME"],
@@ -1316,6 +1354,7 @@ def _reminder_view(state: CalendarState, reminder: Record, event: Record) -> Rec
 
 
 @server.tool(
+    answers=("minutes_before", "event_start"),
     read_only=True,
     reads=["reminder", "event"],
     errors=["EVENT_NOT_FOUND", "CALENDAR_NOT_SHARED"],

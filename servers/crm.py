@@ -411,6 +411,20 @@ def _new_activity(rng: random.Random) -> tuple[str, str]:
     return kind, rng.choice({"call": CALL_SUBJECTS, "meeting": MEETING_SUBJECTS, "task": TASK_SUBJECTS}[kind])
 
 
+KIND_OUTCOMES = {"call": ("Left voicemail", "Connected; next steps agreed.", "No answer, will try again Monday."),
+                 "meeting": ("Demo went well; trial requested.", "They want a revised quote.",
+                             "Pushed to next quarter.", "Signed off on the proposal."),
+                 "task": ("Sent; they will review Friday.", "Done; shared with the account team.")}
+
+
+def _activity_outcome(rng: random.Random, s: CrmState, args: Record | None = None) -> str:
+    """How an activity went, in words fit for its kind: the call's kind, the kind of the activity
+    it completes, else the kind drawn with the call's subject."""
+    activity = s.activities.find((args or {}).get("activity_id") or "")
+    kind = (args or {}).get("kind") or (activity and activity["kind"]) or _new_activity(rng)[0]
+    return rng.choice(KIND_OUTCOMES.get(kind, OUTCOMES))
+
+
 def _future_day(rng: random.Random, s: CrmState) -> str:
     """A close date a few weeks to four months out (synthesis values)."""
     return (s.today() + dt.timedelta(days=rng.choice((14, 21, 30, 45, 60, 90, 120)))).isoformat()
@@ -493,6 +507,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("team", "open_deal_count", "open_pipeline"),
     read_only=True,
     reads=["sales_rep", "deal"],
     examples=[{}, {"include_inactive": True}],
@@ -519,6 +534,7 @@ def list_sales_reps(
 
 
 @server.tool(
+    answers=("record_type", "company", "stage"),
     read_only=True,
     reads=["account", "contact", "lead", "deal", "sales_rep"],
     errors=["OWNER_NOT_FOUND", "FILTER_NOT_APPLICABLE"],
@@ -593,6 +609,7 @@ def _search_kind(state: CrmState, kind: str, owner: Record, stage: str | None, l
 
 
 @server.tool(
+    answers=("industry", "owner_name", "open_pipeline"),
     read_only=True,
     reads=["account", "contact", "deal", "activity", "note", "sales_rep"],
     errors=["ACCOUNT_NOT_FOUND"],
@@ -886,6 +903,7 @@ def create_deal(
 
 
 @server.tool(
+    answers=("stage", "amount", "close_date", "probability"),
     read_only=True,
     reads=["deal", "account", "contact", "activity", "note"],
     errors=["DEAL_NOT_FOUND"],
@@ -981,7 +999,7 @@ def update_deal(
     asks=_activity_asks,
     values={"kind": lambda rng, s: _new_activity(rng)[0], "subject": lambda rng, s: _new_activity(rng)[1],
             "due_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(1, 14))).isoformat(),
-            "outcome": lambda rng, s: rng.choice(OUTCOMES)},
+            "outcome": _activity_outcome},
 )
 def log_activity(
     state: CrmState,
@@ -1050,7 +1068,7 @@ def log_activity(
                                                                                           "review Friday."}],
     asks=("mark {activity_id} as done", "complete {activity_id}",
           "close out {activity_id} with the outcome \"{outcome}\"", "tick off {activity_id}: {outcome}"),
-    values={"outcome": lambda rng, s: rng.choice(OUTCOMES)},
+    values={"outcome": _activity_outcome},
 )
 def complete_activity(
     state: CrmState,
@@ -1069,6 +1087,7 @@ def complete_activity(
 
 
 @server.tool(
+    answers=("kind", "status", "due_date"),
     read_only=True,
     reads=["activity", "sales_rep", "deal", "account"],
     errors=["OWNER_NOT_FOUND", "DEAL_NOT_FOUND", "ACCOUNT_NOT_FOUND"],

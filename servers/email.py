@@ -522,6 +522,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("unread", "total"),
     read_only=True,
     reads=["folder", "message", "label"],
     examples=[{}],
@@ -539,6 +540,7 @@ def list_folders(state: EmailState) -> dict:
 
 
 @server.tool(
+    answers=("from_name", "date"),
     read_only=True,
     reads=["message", "folder", "label"],
     errors=["FOLDER_NOT_FOUND", "LABEL_NOT_FOUND", "INVALID_DATE_RANGE", "BAD_DATE"],
@@ -607,6 +609,7 @@ def search_messages(
 
 
 @server.tool(
+    answers=("message_count", "unread"),
     read_only=True,
     reads=["thread", "message", "label"],
     errors=["THREAD_NOT_FOUND"],
@@ -637,6 +640,7 @@ def get_thread(
 
 
 @server.tool(
+    answers=("from_name", "date", "body"),
     read_only=True,
     reads=["message", "attachment", "label"],
     errors=["MESSAGE_NOT_FOUND"],
@@ -651,6 +655,7 @@ def get_message(state: EmailState, message_id: MessageId) -> dict:
 
 
 @server.tool(
+    answers=("mime_type", "size_bytes"),
     read_only=True,
     reads=["message", "attachment"],
     errors=["MESSAGE_NOT_FOUND"],

@@ -44,6 +44,7 @@ from prove_core.toolkit import (
     minute_text,
     money,
     paginate,
+    part_of,
     ref,
     require,
 )
@@ -690,6 +691,7 @@ def _search_restaurants_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("cuisine", "rating", "estimated_minutes", "delivery_fee"),
     read_only=True,
     reads=["restaurant", "address"],
     errors=["ADDRESS_NOT_FOUND"],
@@ -735,6 +737,7 @@ def search_restaurants(
 
 
 @server.tool(
+    answers=("cuisine", "rating", "open_now", "delivery_fee"),
     read_only=True,
     reads=["restaurant", "address"],
     errors=["RESTAURANT_NOT_FOUND", "ADDRESS_NOT_FOUND"],
@@ -760,6 +763,7 @@ def get_restaurant(
 
 
 @server.tool(
+    answers=("open_now", "opens_at"),
     read_only=True,
     reads=["restaurant"],
     errors=["RESTAURANT_NOT_FOUND"],
@@ -780,6 +784,7 @@ def get_opening_hours(state: DeliveryState, restaurant_id: RestaurantId) -> dict
 
 
 @server.tool(
+    answers=("price", "available"),
     read_only=True,
     reads=["restaurant", "menu_item"],
     errors=["RESTAURANT_NOT_FOUND"],
@@ -806,6 +811,7 @@ def get_menu(
 
 
 @server.tool(
+    answers=("price", "price_delta"),
     read_only=True,
     reads=["menu_item"],
     errors=["MENU_ITEM_NOT_FOUND"],
@@ -821,6 +827,18 @@ def get_menu_item(
     (up to max_add_ons), each with its price delta, diets and availability. Fails with
     MENU_ITEM_NOT_FOUND."""
     return state.menu_items.get(menu_item_id)
+
+
+def _dish_options(rng: random.Random, s: DeliveryState, args: Record | None = None) -> Record:
+    """Options a customer picks for the call's dish (else any dish), drawn as a whole: one of its
+    sizes and up to two of its add-ons; None for what the dish does not offer, so the call leaves
+    it out."""
+    item = s.menu_items.find((args or {}).get("menu_item_id") or "") or rng.choice(s.menu_items.all())
+    sizes = [size["id"] for size in item.get("sizes") or ()]
+    add_ons = [add_on["id"] for add_on in item.get("add_ons") or ()]
+    size = rng.choice(sizes) if sizes else None
+    picked = sorted(rng.sample(add_ons, min(len(add_ons), rng.choice((1, 1, 2))))) if add_ons else None
+    return {"size": size, "add_ons": picked}
 
 
 def _add_to_cart_asks(a: dict) -> list[str]:
@@ -854,7 +872,8 @@ def _add_to_cart_asks(a: dict) -> list[str]:
     examples=[_add_example, _switch_restaurant_example],
     asks=_add_to_cart_asks,
     values={"quantity": lambda rng, s: rng.choice((1, 1, 2, 2, 3, 4)),
-            "notes": lambda rng, s: rng.choice(KITCHEN_NOTES)},
+            "notes": lambda rng, s: rng.choice(KITCHEN_NOTES),
+            "size": part_of(_dish_options, "size"), "add_ons": part_of(_dish_options, "add_ons")},
 )
 def add_to_cart(
     state: DeliveryState,
@@ -944,6 +963,7 @@ def remove_from_cart(state: DeliveryState, cart_item_id: CartItemId) -> dict:
 
 
 @server.tool(
+    answers=("quantity", "line_total", "total"),
     read_only=True,
     reads=["cart_item", "restaurant", "promo"],
     examples=[{}],
@@ -988,6 +1008,7 @@ def apply_promo(
 
 
 @server.tool(
+    answers=("line1", "city"),
     read_only=True,
     reads=["address"],
     examples=[{}],
@@ -1053,6 +1074,7 @@ def checkout(
 
 
 @server.tool(
+    answers=("status", "total"),
     read_only=True,
     reads=["order", "rating"],
     errors=["ORDER_NOT_FOUND"],
@@ -1068,6 +1090,7 @@ def get_order(state: DeliveryState, order_id: OrderId) -> dict:
 
 
 @server.tool(
+    answers=("status", "total", "placed_at"),
     read_only=True,
     reads=["order", "rating"],
     examples=[{}, {"status": "delivered", "limit": 5}],
@@ -1131,6 +1154,7 @@ def cancel_order(
 
 
 @server.tool(
+    answers=("status", "estimated_delivery", "minutes_remaining"),
     read_only=True,
     reads=["order"],
     errors=["ORDER_NOT_FOUND", "ORDER_CANCELLED"],

@@ -197,6 +197,32 @@ SCHEDULES = (  # (name, time, days, value): value sources of one call share a se
     ("Evening routine", "18:00", WEEKDAYS, 70), ("Gym mornings", "06:00", ("mon", "wed", "fri"), 80),
     ("Late dinner", "20:00", ("fri", "sat"), 30), ("Sunday reading", "16:00", ("sun",), 50),
 )
+# What people set with each action that takes a value, and the thresholds they pick per trigger.
+ACTION_VALUES = {"set_brightness": (10, 25, 30, 40, 50, 60, 70, 80, 100),
+                 "set_color_temperature": (2200, 2700, 3000, 4000, 5000, 6500),
+                 "set_heat_setpoint": (18.0, 19.0, 19.5, 20.0, 20.5, 21.0),
+                 "set_cool_setpoint": (23.5, 24.0, 24.5, 25.0, 26.0)}
+TRIGGER_THRESHOLDS = {"temperature_above": (25.0, 26.0, 27.0, 28.0), "temperature_below": (16.0, 17.5, 18.0, 18.5, 19.0)}
+
+
+def _schedule_value(rng: random.Random, s: Any, args: dict[str, Any] | None = None) -> float:
+    """The value of a schedule's action: one fit for the call's action (a brightness, a colour
+    temperature, a setpoint), else the drawn schedule's brightness."""
+    level = rng.choice(SCHEDULES)[3]
+    fitting = ACTION_VALUES.get((args or {}).get("action", ""))
+    return rng.choice(fitting) if fitting else level
+
+
+def _automation_value(rng: random.Random, s: Any, args: dict[str, Any] | None = None) -> float:
+    """The value of an automation's action: one fit for the call's action, else a heat setpoint."""
+    return rng.choice(ACTION_VALUES.get((args or {}).get("action", ""), ACTION_VALUES["set_heat_setpoint"]))
+
+
+def _threshold(rng: random.Random, s: Any, args: dict[str, Any] | None = None) -> float:
+    """A temperature threshold on the side of comfort the call's trigger watches."""
+    trigger = (args or {}).get("trigger", "")
+    return rng.choice(TRIGGER_THRESHOLDS.get(trigger, sum(TRIGGER_THRESHOLDS.values(), ())))
+
 
 DeviceId = Annotated[str, ref("device", "Id of the device (dev_...), from list_devices or list_rooms.")]
 HomeId = Annotated[str, ref("home", "Id of the home (hom_...), from list_homes.")]
@@ -600,6 +626,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("city", "device_count", "offline_device_count"),
     read_only=True,
     reads=["home", "room", "device"],
     examples=[{}],
@@ -618,6 +645,7 @@ def list_homes(state: IotState) -> dict:
 
 
 @server.tool(
+    answers=("device_count",),
     read_only=True,
     reads=["home", "room", "device"],
     errors=["HOME_NOT_FOUND"],
@@ -713,6 +741,7 @@ def _list_devices_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("type", "online"),
     read_only=True,
     reads=["home", "room", "device"],
     errors=["HOME_NOT_FOUND", "ROOM_NOT_FOUND"],
@@ -743,6 +772,7 @@ def list_devices(
 
 
 @server.tool(
+    answers=("type", "online", "battery", "room"),
     read_only=True,
     reads=["device", "room"],
     errors=["DEVICE_NOT_FOUND"],
@@ -987,6 +1017,7 @@ def update_camera_settings(
 
 
 @server.tool(
+    answers=("temperature", "humidity", "motion"),
     read_only=True,
     reads=["device", "reading"],
     errors=["DEVICE_NOT_FOUND", "UNSUPPORTED_CAPABILITY"],
@@ -1069,6 +1100,7 @@ def _scene_settings(device: Record) -> Record:
 
 
 @server.tool(
+    answers=("last_activated_at",),
     read_only=True,
     reads=["home", "scene", "device"],
     errors=["HOME_NOT_FOUND"],
@@ -1168,7 +1200,7 @@ def _create_schedule_asks(a: dict) -> list[str]:
               lambda s: {"device_id": _device(s, "Front Door Lock")["id"], "action": "lock", "time": "23:00"}],
     asks=_create_schedule_asks,
     values={"time": lambda rng, s: rng.choice(SCHEDULES)[1], "days": lambda rng, s: list(rng.choice(SCHEDULES)[2]),
-            "value": lambda rng, s: rng.choice(SCHEDULES)[3], "name": lambda rng, s: rng.choice(SCHEDULES)[0]},
+            "value": _schedule_value, "name": lambda rng, s: rng.choice(SCHEDULES)[0]},
 )
 def create_schedule(
     state: IotState,
@@ -1207,6 +1239,7 @@ def create_schedule(
 
 
 @server.tool(
+    answers=("action", "time", "enabled", "next_run_at"),
     read_only=True,
     reads=["home", "schedule", "device"],
     errors=["HOME_NOT_FOUND", "DEVICE_NOT_FOUND"],
@@ -1291,8 +1324,7 @@ def _create_automation_asks(a: dict) -> list[str]:
                          "value": 20}],
     asks=_create_automation_asks,
     values={"name": lambda rng, s: rng.choice(AUTOMATION_NAMES),
-            "threshold": lambda rng, s: rng.choice((16.0, 17.5, 18.0, 18.5, 19.0, 25.0, 26.0, 27.0)),
-            "value": lambda rng, s: rng.choice((19, 19.5, 20, 20.5, 21, 22))},
+            "threshold": _threshold, "value": _automation_value},
 )
 def create_automation(
     state: IotState,
@@ -1353,6 +1385,7 @@ def _list_automations_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("trigger", "action", "enabled"),
     read_only=True,
     reads=["home", "automation", "device"],
     errors=["HOME_NOT_FOUND"],
@@ -1449,6 +1482,7 @@ def evaluate_automations(state: IotState, home_id: HomeId) -> dict:
 
 
 @server.tool(
+    answers=("installed_version", "latest_version", "update_available"),
     read_only=True,
     reads=["device"],
     errors=["DEVICE_NOT_FOUND"],

@@ -33,6 +33,7 @@ from prove_core.toolkit import (
     iso_datetime,
     paginate,
     parse_date,
+    part_of,
     ref,
     require,
 )
@@ -79,17 +80,24 @@ COMMENTS = ("I can reproduce this on staging.", "Fixed in the latest build, plea
             "Blocked until the API change ships.", "Design attached in Figma.", "Let's pair on this tomorrow.",
             "Moved to next sprint, it's bigger than expected.", "LGTM once the tests pass.")
 # Free values users choose when they file, edit or plan work (for synthesis).
-NEW_ISSUE_TITLES = ("Checkout button misaligned on mobile", "Add CSV export to reports",
-                    "Password reset email never arrives", "Dashboard charts flicker on resize",
-                    "Support SSO login for enterprise accounts", "Search ignores accented characters",
-                    "Rate limiter blocks internal health checks", "Add audit log entries for role changes",
-                    "Dark mode contrast too low on buttons", "Image uploads over 10 MB time out",
-                    "Migrate the export job to the new queue", "Profile editor loses unsaved changes",
-                    "Add keyboard shortcuts to the settings screen", "Onboarding tour skips the last step")
-ISSUE_DESCRIPTIONS = ("Happens every time on staging; steps in the thread.", "Customers reported this twice this week.",
-                      "Needs a design review before we build it.", "Repro: open the page on a slow connection.",
-                      "Blocked on the API change; see the linked issue.", "Low effort, good first issue.",
-                      "Started after the last release; probably a regression.")
+# New issues as a team files them: (title, type), and what they write, how urgent, how big.
+NEW_ISSUES = (("Checkout button misaligned on mobile", "bug"), ("Add CSV export to reports", "story"),
+              ("Password reset email never arrives", "bug"), ("Dashboard charts flicker on resize", "bug"),
+              ("Support SSO login for enterprise accounts", "story"), ("Search ignores accented characters", "bug"),
+              ("Rate limiter blocks internal health checks", "bug"), ("Add audit log entries for role changes", "story"),
+              ("Dark mode contrast too low on buttons", "bug"), ("Image uploads over 10 MB time out", "bug"),
+              ("Migrate the export job to the new queue", "task"), ("Profile editor loses unsaved changes", "bug"),
+              ("Add keyboard shortcuts to the settings screen", "story"), ("Onboarding tour skips the last step", "bug"),
+              ("Upgrade the database driver", "task"), ("Rotate the staging API keys", "task"))
+ISSUE_WRITEUPS = {  # type: (descriptions, priorities, story points)
+    "bug": (("Happens every time on staging; steps in the thread.", "Customers reported this twice this week.",
+             "Repro: open the page on a slow connection.", "Started after the last release; probably a regression."),
+            ("medium", "high", "high", "critical"), (1, 2, 3, 5)),
+    "story": (("Needs a design review before we build it.", "Asked for by three enterprise customers.",
+               "Blocked on the API change; see the linked issue."), ("low", "medium", "medium", "high"), (3, 5, 8, 13)),
+    "task": (("Low effort, good first issue.", "Blocked on the API change; see the linked issue.",
+              "Needed before the next release."), ("low", "medium", "high"), (1, 2, 3, 5)),
+}
 SPRINT_NAMES = ("Hardening week", "Launch prep", "Bug bash", "Spring polish", "Beta push", "Q2 kickoff",
                 "Performance pass", "Cleanup sprint", "Release candidate", "Onboarding revamp")
 SPRINT_GOALS = ("Burn down the top bugs", "Ship the beta to first customers", "Get p95 latency under 300 ms",
@@ -373,6 +381,19 @@ def _unblocked_review(s: TrackerState) -> Record:
     return {"issue_id": issue["id"], "to_status": "done"}
 
 
+def _new_issue(rng: random.Random, s: TrackerState, args: Record | None = None) -> Record:
+    """An issue as a team files or corrects it, drawn as a whole: a title of its type, and a
+    description, priority and size fit for that type (a bug is urgent and small, a story bigger);
+    correcting an issue keeps its type. A due date in the next weeks."""
+    issue = s.issues.find((args or {}).get("issue_id") or "")
+    kind = (args or {}).get("issue_type") or (issue and issue["type"])
+    title, kind = rng.choice([t for t in NEW_ISSUES if t[1] == kind] or NEW_ISSUES)
+    descriptions, priorities, points = ISSUE_WRITEUPS[kind]
+    return {"title": title, "issue_type": kind, "description": rng.choice(descriptions),
+            "priority": rng.choice(priorities), "story_points": rng.choice(points),
+            "due_date": (s.today() + dt.timedelta(days=rng.randint(3, 45))).isoformat()}
+
+
 # -- the server and its tools ---------------------------------------------------------------------
 
 server = Server(
@@ -387,6 +408,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("key", "open_issue_count"),
     read_only=True,
     reads=["project", "issue", "sprint"],
     examples=[{}, {"include_archived": True}],
@@ -412,6 +434,7 @@ def list_projects(
 
 
 @server.tool(
+    answers=("open", "in_progress", "done"),
     read_only=True,
     reads=["project", "user", "issue", "sprint"],
     errors=["PROJECT_NOT_FOUND"],
@@ -433,6 +456,7 @@ def get_project(state: TrackerState, project_id: ProjectId) -> dict:
 
 
 @server.tool(
+    answers=("status", "priority", "type"),
     read_only=True,
     reads=["issue", "project", "user", "sprint"],
     errors=["PROJECT_NOT_FOUND", "USER_NOT_FOUND", "SPRINT_NOT_FOUND"],
@@ -502,6 +526,7 @@ def search_issues(
 
 
 @server.tool(
+    answers=("status", "priority", "type", "due_date"),
     read_only=True,
     reads=["issue", "comment", "link", "user"],
     errors=["ISSUE_NOT_FOUND"],
@@ -546,12 +571,8 @@ def get_issue(state: TrackerState, issue_id: IssueId) -> dict:
           "open a {issue_type} \"{title}\" worth {story_points} points and due {due_date}",
           "add a {issue_type} named \"{title}\" to {project_id} and give it to {assignee_id}",
           "write up a {issue_type} \"{title}\" with the description \"{description}\""),
-    values={"title": lambda rng, s: rng.choice(NEW_ISSUE_TITLES),
-            "issue_type": lambda rng, s: rng.choice(("bug", "task", "story")),
-            "priority": lambda rng, s: rng.choice(("low", "medium", "high", "critical")),
-            "description": lambda rng, s: rng.choice(ISSUE_DESCRIPTIONS),
-            "story_points": lambda rng, s: rng.choice((1, 2, 3, 5, 8, 13)),
-            "due_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(3, 45))).isoformat()},
+    values={field: part_of(_new_issue, field)
+            for field in ("title", "issue_type", "priority", "description", "story_points", "due_date")},
 )
 def create_issue(
     state: TrackerState,
@@ -599,12 +620,8 @@ def create_issue(
           "push the due date of {issue_id} to {due_date}", "make {issue_id} a {issue_type} instead",
           "set {issue_id} to {priority} priority",
           "replace the description of {issue_id} with \"{description}\""),
-    values={"title": lambda rng, s: rng.choice(NEW_ISSUE_TITLES),
-            "description": lambda rng, s: rng.choice(ISSUE_DESCRIPTIONS),
-            "priority": lambda rng, s: rng.choice(("low", "medium", "high", "critical")),
-            "issue_type": lambda rng, s: rng.choice(("bug", "task", "story")),
-            "story_points": lambda rng, s: rng.choice((1, 2, 3, 5, 8, 13)),
-            "due_date": lambda rng, s: (s.today() + dt.timedelta(days=rng.randint(3, 45))).isoformat()},
+    values={field: part_of(_new_issue, field)
+            for field in ("title", "issue_type", "priority", "description", "story_points", "due_date")},
 )
 def update_issue(
     state: TrackerState,
@@ -743,6 +760,7 @@ def add_comment(
 
 
 @server.tool(
+    answers=("author", "body"),
     read_only=True,
     reads=["issue", "comment", "user"],
     errors=["ISSUE_NOT_FOUND"],
@@ -869,6 +887,7 @@ def set_watcher(
 
 
 @server.tool(
+    answers=("status", "start_date", "end_date"),
     read_only=True,
     reads=["sprint", "project", "issue"],
     errors=["PROJECT_NOT_FOUND"],
@@ -1023,6 +1042,7 @@ def add_issue_to_sprint(state: TrackerState, issue_id: IssueId, sprint_id: Sprin
 
 
 @server.tool(
+    answers=("status", "days_left", "done_points", "committed_points"),
     read_only=True,
     reads=["sprint", "issue"],
     errors=["SPRINT_NOT_FOUND"],

@@ -620,6 +620,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("formatted_address", "rating", "open_now"),
     read_only=True,
     reads=["place"],
     errors=["INVALID_COORDINATES", "OUTSIDE_SERVICE_AREA", "PLACE_NOT_FOUND"],
@@ -675,6 +676,7 @@ def search_places(
 
 
 @server.tool(
+    answers=("formatted_address", "phone", "rating", "open_now"),
     read_only=True,
     reads=["place", "saved_place"],
     errors=["PLACE_NOT_FOUND"],
@@ -693,6 +695,7 @@ def get_place(state: MapState, place_id: PlaceId) -> dict:
 
 
 @server.tool(
+    answers=("formatted_address", "lat", "lon"),
     read_only=True,
     reads=["place", "neighborhood"],
     errors=["ADDRESS_NOT_FOUND"],
@@ -749,6 +752,7 @@ def _point(place: Record) -> Record:
 
 
 @server.tool(
+    answers=("formatted_address", "neighborhood"),
     read_only=True,
     reads=["place", "neighborhood"],
     errors=["INVALID_COORDINATES", "OUTSIDE_SERVICE_AREA", "ADDRESS_NOT_FOUND"],
@@ -784,6 +788,7 @@ Avoid = Annotated[list[Literal["tolls", "highways", "ferries"]], Field(
 
 
 @server.tool(
+    answers=("distance_km", "duration_min", "arrival_time"),
     read_only=True,
     reads=["place", "neighborhood"],
     errors=RouteErrors,
@@ -911,6 +916,7 @@ def get_distance_matrix(
 
 
 @server.tool(
+    answers=("open", "close", "open_24h"),
     read_only=True,
     reads=["place"],
     errors=["PLACE_NOT_FOUND", "BAD_DATE"],
@@ -939,6 +945,7 @@ def get_opening_hours(
 
 
 @server.tool(
+    answers=("open_now", "closes_at", "next_open"),
     read_only=True,
     reads=["place"],
     errors=["PLACE_NOT_FOUND"],
@@ -958,6 +965,7 @@ def is_open_now(state: MapState, place_id: PlaceId) -> dict:
 
 
 @server.tool(
+    answers=("distance_m", "rating", "open_now"),
     read_only=True,
     reads=["place"],
     errors=["PLACE_NOT_FOUND", "INVALID_COORDINATES", "OUTSIDE_SERVICE_AREA"],
@@ -993,6 +1001,7 @@ def nearby_search(
 
 
 @server.tool(
+    answers=("detour_m", "km_from_origin", "rating"),
     read_only=True,
     reads=["place", "neighborhood"],
     errors=RouteErrors,
@@ -1041,6 +1050,7 @@ def search_along_route(
 
 
 @server.tool(
+    answers=("rating", "text", "date"),
     read_only=True,
     reads=["place", "review"],
     errors=["PLACE_NOT_FOUND"],
@@ -1072,6 +1082,7 @@ def list_place_reviews(
 
 
 @server.tool(
+    answers=("city", "place_count"),
     read_only=True,
     reads=["neighborhood", "place"],
     examples=[{}],
@@ -1127,6 +1138,7 @@ def save_place(
 
 
 @server.tool(
+    answers=("list_name", "formatted_address"),
     read_only=True,
     reads=["saved_place", "place"],
     examples=[{}, {"list_name": "favorites"}],

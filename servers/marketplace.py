@@ -40,6 +40,7 @@ from prove_core.toolkit import (
     iso_datetime,
     money,
     paginate,
+    part_of,
     ref,
     require,
 )
@@ -94,14 +95,9 @@ RATING_COMMENTS = {
     1: ("Not as described and the seller stopped replying.",),
 }
 # What users type when they list, search, bid and rate (free values for synthesis).
-NEW_LISTING_TITLES = ("Walnut Record Cabinet", "Vintage Film Camera", "Mid-Century Armchair", "Road Bike, 56 cm",
-                      "Acoustic Guitar with Case", "Espresso Machine, Barely Used", "Oak Dining Table for Six",
-                      "Leather Boots, Size 42", "Signed First Edition Novel", "Wooden Train Set", "Standing Desk",
-                      "Noise-Cancelling Headphones", "Snowboard and Bindings", "Cast Iron Pan Set")
-LISTING_DESCRIPTIONS = ("Holds about 300 LPs. Small scratch on the left side.", "Works perfectly, comes with the box.",
-                        "Pickup only, downtown. Cash or wallet.", "Moving out, must go this week.",
-                        "Light wear on the corners, otherwise mint.", "Used one season, recently serviced.",
-                        "Smoke-free home. Can deliver nearby for a small fee.", "All pieces included, no damage.")
+LISTING_DESCRIPTIONS = ("Pickup only, downtown. Cash or wallet.", "Moving out, must go this week.",  # any item
+                        "Smoke-free home. Can deliver nearby for a small fee.", "Pickup in the evenings or on weekends.",
+                        "Happy to send more photos.", "Can ship at the buyer's cost.")
 OFFER_MESSAGES = ("Could you do this price? I can pick it up this week.", "Cash ready, can collect tomorrow.",
                   "Would you take this? It's a bit over my budget.", "Happy to pick it up tonight.",
                   "Is this still available? This is my best offer.", "Can meet halfway across town.")
@@ -410,6 +406,49 @@ def _rate_example(s: MarketState) -> Record:
             "comment": "Exactly as described, friendly handover."}
 
 
+def _round_price(value: float) -> float:
+    """A price as a seller or buyer says it: whole fives under 100, tens above."""
+    step = 5 if value < 100 else 10
+    return float(max(step, round(value / step) * step))
+
+
+def _new_listing(rng: random.Random, s: MarketState, args: Record | None = None) -> Record:
+    """A listing a seller would post, drawn as a whole: a title of a kind in its category, a price
+    in that kind's range, a condition and a description that says it, and a floor for offers."""
+    category = rng.choice(list(ITEMS))
+    kind, low, high = rng.choice(ITEMS[category]["kinds"])
+    condition = rng.choice(list(CONDITION_NOTES))
+    price = _round_price(rng.uniform(low, high) * (0.7 if condition == "fair" else 1.0))
+    return {"title": f"{rng.choice(ITEMS[category]['words'])} {kind}", "category": category, "condition": condition,
+            "description": f"{CONDITION_NOTES[condition]} {rng.choice(LISTING_DESCRIPTIONS)}", "price": price,
+            "minimum_offer": _round_price(price * rng.choice((0.6, 0.7, 0.75, 0.8)))}
+
+
+def _offer_amount(rng: random.Random, s: MarketState, args: Record | None = None) -> float:
+    """What a buyer offers for the call's listing: 75-95% of its price, rounded as people say it;
+    the seller's floor is private, so some offers are below it."""
+    listing = s.listings.find((args or {}).get("listing_id") or "")
+    price = listing["price"] if listing else float(rng.choice((120, 180, 240, 300, 450)))
+    return min(_round_price(price * rng.choice((0.75, 0.8, 0.85, 0.9, 0.95))), money(price - 1))
+
+
+def _counter_amount(rng: random.Random, s: MarketState, args: Record | None = None) -> float:
+    """A seller's counter to the call's offer: between the offer and the list price."""
+    offer = s.offers.find((args or {}).get("offer_id") or "")
+    if offer is None:
+        return float(rng.choice((150, 200, 250, 300, 400)))
+    price = s.listings.get(offer["listing_id"])["price"]
+    wanted = _round_price(offer["amount"] + (price - offer["amount"]) * rng.choice((0.4, 0.5, 0.6)))
+    return wanted if offer["amount"] < wanted < price else money((offer["amount"] + price) / 2)
+
+
+def _lower_price(rng: random.Random, s: MarketState, args: Record | None = None) -> float:
+    """A new price for the call's listing: a cut of 5-25%, rounded as people say it."""
+    listing = s.listings.find((args or {}).get("listing_id") or "")
+    price = listing["price"] if listing else float(rng.choice((120, 180, 240, 300, 450)))
+    return _round_price(price * rng.choice((0.75, 0.8, 0.85, 0.9, 0.95)))
+
+
 # -- server and tools -----------------------------------------------------------------------------
 
 server = Server(
@@ -430,6 +469,7 @@ Message = Annotated[str | None, Field(max_length=500, description="Optional note
 
 
 @server.tool(
+    answers=("price", "condition", "city"),
     read_only=True,
     reads=["listing", "user"],
     errors=["BAD_PRICE_RANGE"],
@@ -482,6 +522,7 @@ def search_listings(
 
 
 @server.tool(
+    answers=("price", "condition", "status"),
     read_only=True,
     reads=["listing", "user", "offer"],
     errors=["LISTING_NOT_FOUND"],
@@ -515,12 +556,8 @@ def get_listing(state: MarketState, listing_id: ListingId) -> dict:
         "sell \"{title}\" ({category}, {condition}) for ${price}; description: \"{description}\"",
         "create a listing \"{title}\" in {category}, {condition} condition, ${price}, declining offers under "
         "${minimum_offer}, saying \"{description}\""),
-    values={"title": lambda rng, s: rng.choice(NEW_LISTING_TITLES),
-            "description": lambda rng, s: rng.choice(LISTING_DESCRIPTIONS),
-            "category": lambda rng, s: rng.choice(list(ITEMS)),
-            "condition": lambda rng, s: rng.choice(list(CONDITION_NOTES)),
-            "price": lambda rng, s: float(rng.choice((120, 150, 180, 240, 300, 350, 450, 600))),
-            "minimum_offer": lambda rng, s: float(rng.choice((40, 50, 60, 75, 90, 100)))},
+    values={field: part_of(_new_listing, field)
+            for field in ("title", "description", "category", "condition", "price", "minimum_offer")},
 )
 def create_listing(
     state: MarketState,
@@ -561,6 +598,7 @@ def create_listing(
     examples=[lambda s: {**_as_seller(_own_active_listing(s)), "price": money(_own_active_listing(s)["price"] * 0.9)}],
     asks=("drop the price of {listing_id} to ${price}", "change the price of {listing_id} to ${price}",
           "reprice {listing_id} at ${price}", "make {listing_id} cost ${price} now"),
+    values={"price": _lower_price},
 )
 def update_listing_price(state: MarketState, user_id: UserId, listing_id: ListingId, price: Price) -> dict:
     """Change the price of one of the acting user's active listings (open offers stay as they are;
@@ -609,7 +647,7 @@ def withdraw_listing(state: MarketState, user_id: UserId, listing_id: ListingId)
     asks=("offer ${amount} for {listing_id}", "make an offer of ${amount} on {listing_id}",
           "bid ${amount} on {listing_id} with the message \"{message}\"",
           "send the seller of {listing_id} an offer of ${amount} saying \"{message}\""),
-    values={"message": lambda rng, s: rng.choice(OFFER_MESSAGES)},
+    values={"amount": _offer_amount, "message": lambda rng, s: rng.choice(OFFER_MESSAGES)},
 )
 def make_offer(
     state: MarketState,
@@ -650,6 +688,7 @@ def make_offer(
 
 
 @server.tool(
+    answers=("amount", "status", "counter_amount"),
     read_only=True,
     reads=["user", "offer"],
     errors=["USER_NOT_FOUND"],
@@ -694,7 +733,7 @@ def list_offers(
     asks=("counter {offer_id} at ${amount}", "come back on {offer_id} with ${amount}",
           "reply to {offer_id} with a counter of ${amount} and say \"{message}\"",
           "make a counter-offer of ${amount} on {offer_id}"),
-    values={"message": lambda rng, s: rng.choice(COUNTER_MESSAGES)},
+    values={"amount": _counter_amount, "message": lambda rng, s: rng.choice(COUNTER_MESSAGES)},
 )
 def counter_offer(
     state: MarketState,
@@ -832,6 +871,7 @@ def buy_listing(
 
 
 @server.tool(
+    answers=("price", "status", "purchased_at"),
     read_only=True,
     reads=["user", "purchase", "rating"],
     errors=["USER_NOT_FOUND"],
@@ -895,6 +935,7 @@ def rate_seller(
 
 
 @server.tool(
+    answers=("seller_rating", "rating_count", "city"),
     read_only=True,
     reads=["user", "listing", "rating"],
     errors=["USER_NOT_FOUND"],

@@ -413,10 +413,31 @@ def _capturable(s: PaymentsState) -> Record:
     return s.payment_intents.first(status="requires_capture")
 
 
-# -- server and tools -----------------------------------------------------------------------------
+def _said_part(rng: random.Random, whole: int, fallback: tuple[int, ...]) -> int:
+    """Part of ``whole`` minor units as a merchant says it: about a half or a quarter in round
+    units, or a round amount under it; one of ``fallback`` when there is nothing to part."""
+    if whole < 400:
+        return rng.choice(fallback)
+    rounds = [a for a in (500, 1000, 1500, 2000, 2500, 5000) if a < whole]
+    return rng.choice([whole // 200 * 100, whole // 400 * 100, *rounds[-2:]])
+
+
+def _capture_amount(rng: random.Random, s: PaymentsState, args: Record | None = None) -> int:
+    """A partial capture of the call's authorization."""
+    intent = s.payment_intents.find((args or {}).get("payment_intent_id") or "")
+    return _said_part(rng, intent["amount_capturable"] if intent else 0, (1000, 2500, 5000))
+
+
+def _refund_amount(rng: random.Random, s: PaymentsState, args: Record | None = None) -> int:
+    """A partial refund of what the call's payment received and has not refunded yet."""
+    intent = s.payment_intents.find((args or {}).get("payment_intent_id") or "")
+    left = intent["amount_received"] - intent["amount_refunded"] if intent else 0
+    return _said_part(rng, left, (250, 300, 500, 750, 1000, 1500))
+
 
 server = Server(
     "payments",
+    sensitive=("customer_email",),  # the merchant's customers' addresses; a reply names the card, not them
     domain="finance",
     description="A merchant's card-payments account: customers' saved cards, payment intents (confirm, capture, "
     "cancel), refunds, the balance and payouts to bank accounts, with idempotency keys on every creating call.",
@@ -439,6 +460,7 @@ Offset = Annotated[int, Field(ge=0, description="How many results to skip; pass 
 
 
 @server.tool(
+    answers=("brand", "last4", "exp_month", "exp_year"),
     read_only=True,
     reads=["customer", "payment_method"],
     examples=[{}, lambda s: {"customer_query": s.customers.first()["name"].split()[-1]}],
@@ -470,6 +492,7 @@ def list_payment_methods(
 
 
 @server.tool(
+    answers=("amount", "status"),
     idempotent=True,  # the idempotency key makes a repeat return the first intent
     reads=["payment_method", "idempotency_key"],
     produces=["payment_intent"],
@@ -576,6 +599,7 @@ def confirm_payment_intent(
     asks=("capture {payment_intent_id}", "collect the authorized money on {payment_intent_id}",
           "capture only {amount_to_capture} cents of {payment_intent_id}",
           "take {amount_to_capture} of the authorized amount on {payment_intent_id} and release the rest"),
+    values={"amount_to_capture": _capture_amount},
 )
 def capture_payment_intent(
     state: PaymentsState,
@@ -633,6 +657,7 @@ def cancel_payment_intent(
 
 
 @server.tool(
+    answers=("amount", "status", "amount_refunded"),
     read_only=True,
     reads=["payment_intent", "refund"],
     errors=["PAYMENT_INTENT_NOT_FOUND"],
@@ -648,6 +673,7 @@ def get_payment_intent(state: PaymentsState, payment_intent_id: PaymentIntentId)
 
 
 @server.tool(
+    answers=("amount", "status"),
     read_only=True,
     reads=["payment_intent", "customer"],
     errors=["CUSTOMER_NOT_FOUND"],
@@ -676,6 +702,7 @@ def list_payment_intents(
 
 
 @server.tool(
+    answers=("amount", "status"),
     idempotent=True,  # the idempotency key makes a repeat return the first refund
     reads=["payment_intent", "balance", "idempotency_key"],
     produces=["refund"],
@@ -690,7 +717,7 @@ def list_payment_intents(
           "refund {amount} cents of {payment_intent_id}, idempotency key {idempotency_key}",
           "give back {amount} cents on {payment_intent_id} (key {idempotency_key})",
           "issue a refund on {payment_intent_id} with reason {reason}, key {idempotency_key}"),
-    values={"amount": lambda rng, s: rng.choice((250, 300, 500, 750, 1000, 1500)),
+    values={"amount": _refund_amount,
             "idempotency_key": lambda rng, s: f"refund-{s.today():%Y%m%d}-{rng.randint(1, 9999):04d}",
             "reason": lambda rng, s: rng.choice(("requested_by_customer", "duplicate", "fraudulent"))},
 )
@@ -753,6 +780,7 @@ def get_balance(state: PaymentsState) -> dict:
 
 
 @server.tool(
+    answers=("amount", "status", "arrival_date"),
     idempotent=True,  # the idempotency key makes a repeat return the first payout
     reads=["balance", "bank_account", "idempotency_key"],
     produces=["payout"],

@@ -350,6 +350,17 @@ def _pickup_example(s: ChainState) -> Record:
             "customer_name": "Dana Whitfield", "customer_phone": "+1-206-555-0142"}
 
 
+def _pickup_slot(rng: random.Random, s: ChainState, args: Record | None = None) -> str:
+    """A pickup slot a customer would pick: on one of the next days the call's store (else any
+    store) opens, on the hour or half hour, at least an hour after opening and before closing."""
+    store = s.stores.find((args or {}).get("store_id") or "") or rng.choice(s.stores.all())
+    today = local_minute(s).date()
+    days = [d for d in (today + dt.timedelta(days=n) for n in range(1, 7)) if _hours_on(store, d)]
+    opens, closes = _hours_on(store, rng.choice(days))
+    slots = int((closes - opens).total_seconds() // 1800) - 2
+    return minute_text(opens + dt.timedelta(minutes=60 + 30 * rng.randint(0, max(slots - 1, 0))))
+
+
 def _ready_pickup(s: ChainState) -> Record:
     """A reserved pickup whose slot has passed, at a store that is open now."""
     now = local_minute(s)
@@ -367,6 +378,7 @@ def _cancellable_pickup(s: ChainState) -> Record:
 
 server = Server(
     "retail_chain",
+    sensitive=("customer_phone",),  # pickup customers' phone numbers stay between them and the store
     domain="commerce",
     description=f"Store operations of {CHAIN}: stores and opening hours, catalog, stock per store, "
     "stock transfers between stores, and in-store pickup reservations.",
@@ -384,6 +396,7 @@ Quantity = Annotated[int, Field(ge=1, le=100, description="Number of units.")]
 
 
 @server.tool(
+    answers=("city", "open_now", "today_hours"),
     read_only=True,
     reads=["store"],
     examples=[{}, {"city": "Seattle"}, {"open_now": True}],
@@ -412,6 +425,7 @@ def list_stores(
 
 
 @server.tool(
+    answers=("line1", "phone", "open_now", "today_hours"),
     read_only=True,
     reads=["store", "pickup", "transfer"],
     errors=["STORE_NOT_FOUND"],
@@ -431,6 +445,7 @@ def get_store(state: ChainState, store_id: StoreId) -> dict:
 
 
 @server.tool(
+    answers=("open", "hours_that_day"),
     read_only=True,
     reads=["store"],
     errors=["STORE_NOT_FOUND", "BAD_DATETIME"],
@@ -455,6 +470,7 @@ def check_store_open(
 
 
 @server.tool(
+    answers=("price", "category"),
     read_only=True,
     reads=["product"],
     examples=[{"query": "drill"}, {"category": "paint", "limit": 5}, lambda s: {"query": s.products.first()["id"]}],
@@ -484,6 +500,7 @@ def search_catalog(
 
 
 @server.tool(
+    answers=("available", "total_available"),
     read_only=True,
     reads=["product", "stock", "store", "pickup"],
     errors=["PRODUCT_NOT_FOUND"],
@@ -632,7 +649,7 @@ def receive_transfer(
           "hold {quantity} of {sku} at {store_id} for {customer_name} to pick up at {pickup_at}; text {customer_phone} "
           "when it's ready"),
     values={"quantity": lambda rng, s: rng.choice((1, 1, 2, 3)), "customer_name": lambda rng, s: fake.full_name(rng),
-            "customer_phone": lambda rng, s: fake.phone(rng)},
+            "customer_phone": lambda rng, s: fake.phone(rng), "pickup_at": _pickup_slot},
 )
 def reserve_pickup(
     state: ChainState,

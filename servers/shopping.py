@@ -26,6 +26,7 @@ from prove_core.toolkit import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    Record,
     ResourceExhausted,
     Server,
     State,
@@ -34,6 +35,7 @@ from prove_core.toolkit import (
     fake,
     money,
     paginate,
+    part_of,
     ref,
     require,
     require_found,
@@ -131,9 +133,13 @@ REVIEW_TEXT = {  # rating → (titles, bodies)
 
 # Free values a customer types in (for synthesis): second address lines and notes for the returns desk.
 UNITS = ("Apt 4B", "Suite 210", "Unit 12", "Apt 1", "Floor 3", "Apt 707", "Suite 1400", "Unit C")
-RETURN_NOTES = ("Box is unopened.", "Tried it on once, tags still attached.", "The left earbud does not charge.",
-                "Arrived with a cracked lid.", "Ordered two by accident.", "Color is much darker than the photos.",
-                "Please send a prepaid label.")
+RETURN_NOTES = {  # reason → what the customer writes to the returns desk
+    "changed_mind": ("Box is unopened.", "Please send a prepaid label."),
+    "does_not_fit": ("Tried it on once, tags still attached.", "Runs a size small."),
+    "damaged": ("Arrived with a cracked lid.", "The left earbud does not charge."),
+    "wrong_item": ("Ordered the blue one, got the grey one.", "Ordered two by accident."),
+    "not_as_described": ("Color is much darker than the photos.", "Smaller than the listing says."),
+}
 # Reusable parameter types, so every tool describes paging and ids the same way.
 Limit = Annotated[int, Field(ge=1, le=50, description="Page size: how many results to return (1-50).")]
 Offset = Annotated[int, Field(ge=0, description="How many results to skip; pass next_offset from the previous page.")]
@@ -557,6 +563,34 @@ def _usable_card(s: ShopState) -> str:
     return s.payment_methods.first(lambda c: not _card_expired(c, s.today()))["id"]
 
 
+def _review(rng: random.Random, s: ShopState, args: Record | None = None) -> Record:
+    """A review as a customer writes it: a rating, and a headline and text that say that rating."""
+    rating = rng.choice((5, 5, 4, 4, 3, 2, 1))
+    titles, bodies = REVIEW_TEXT[rating]
+    return {"rating": rating, "headline": rng.choice(titles), "body": rng.choice(bodies)}
+
+
+def _size_for(rng: random.Random, s: ShopState, args: Record | None = None) -> str | None:
+    """A size of the call's product, one in stock when any is; None for a product without sizes
+    (the call leaves it out). Without a product, any size."""
+    product = s.products.find((args or {}).get("product_id") or "")
+    if product is None:
+        return rng.choice(SIZES)
+    sizes = [v["size"] for v in product["variants"] if v["size"]]
+    stocked = [v["size"] for v in product["variants"] if v["size"] and v["stock"] > 0]
+    return rng.choice(stocked or sizes) if sizes else None
+
+
+def _return_request(rng: random.Random, s: ShopState, args: Record | None = None) -> Record:
+    """Why a customer returns the call's item, and the note that says so (it does not fit only
+    when it comes in sizes)."""
+    order = s.orders.find((args or {}).get("order_id") or "")
+    item = next((i for i in (order or {}).get("items", ()) if i["id"] == (args or {}).get("order_item_id")), None)
+    reasons = [r for r in typing.get_args(ReturnReason) if r != "does_not_fit" or item is None or item["size"]]
+    reason = rng.choice(reasons)
+    return {"reason": reason, "comment": rng.choice(RETURN_NOTES.get(reason, ("Please send a prepaid label.",)))}
+
+
 # -- the server and its tools -------------------------------------------------------------------
 
 server = Server(
@@ -571,6 +605,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("price", "rating", "in_stock"),
     read_only=True,
     reads=["product"],
     errors=["BAD_PRICE_RANGE"],
@@ -630,6 +665,7 @@ def search_products(
 
 
 @server.tool(
+    answers=("price", "rating", "in_stock"),
     read_only=True,
     reads=["product", "wishlist_item"],
     errors=["PRODUCT_NOT_FOUND"],
@@ -652,6 +688,7 @@ def get_product(state: ShopState, product_id: ProductId) -> dict:
 
 
 @server.tool(
+    answers=("item_count", "subtotal", "total"),
     read_only=True,
     reads=["cart", "cart_item", "product", "promo"],
     examples=[{}],
@@ -680,7 +717,7 @@ def get_cart(state: ShopState) -> dict:
                     "grab {product_id} for me in a size {size}") if a.get("size") else (
         "add {product_id} to my cart", "put {quantity} of {product_id} in my cart", "toss {product_id} into the cart",
         "get me {quantity} of {product_id} in my cart"),
-    values={"quantity": lambda rng, s: rng.choice((1, 1, 1, 2, 2, 3))},
+    values={"quantity": lambda rng, s: rng.choice((1, 1, 1, 2, 2, 3)), "size": _size_for},
 )
 def add_to_cart(
     state: ShopState,
@@ -783,6 +820,7 @@ def apply_promo_code(
 
 
 @server.tool(
+    answers=("cost", "estimated_delivery"),
     read_only=True,
     reads=["address", "cart_item", "product", "promo"],
     errors=["ADDRESS_NOT_FOUND"],
@@ -859,6 +897,7 @@ def checkout(
 
 
 @server.tool(
+    answers=("line1", "city", "is_default"),
     read_only=True,
     reads=["address"],
     examples=[{}],
@@ -926,6 +965,7 @@ def add_address(
 
 
 @server.tool(
+    answers=("brand", "last4", "is_default"),
     read_only=True,
     reads=["payment_method"],
     examples=[{}],
@@ -938,6 +978,7 @@ def list_payment_methods(state: ShopState) -> dict:
 
 
 @server.tool(
+    answers=("status", "total", "placed_at"),
     read_only=True,
     reads=["order"],
     examples=[{}, {"status": "delivered"}],
@@ -960,6 +1001,7 @@ def list_orders(
 
 
 @server.tool(
+    answers=("status", "total", "estimated_delivery"),
     read_only=True, reads=["order", "order_item"], errors=["ORDER_NOT_FOUND"],
     examples=[lambda s: {"order_id": s.orders.first()["id"]}],
     asks=("show me {order_id}", "what's in {order_id}", "give me the details of {order_id}",
@@ -1008,6 +1050,7 @@ def cancel_order(
 
 
 @server.tool(
+    answers=("status", "estimated_delivery", "location"),
     read_only=True,
     reads=["order"],
     errors=["ORDER_NOT_FOUND", "ORDER_CANCELLED"],
@@ -1036,8 +1079,7 @@ def track_shipment(state: ShopState, order_id: OrderId) -> dict:
           "send back {quantity} of {order_item_id} from {order_id}, the reason being {reason}",
           "return {order_item_id} ({reason}) with the note \"{comment}\"",
           "open a return on {order_id} for {order_item_id}, reason {reason}"),
-    values={"reason": lambda rng, s: rng.choice(typing.get_args(ReturnReason)),
-            "comment": lambda rng, s: rng.choice(RETURN_NOTES)},
+    values={field: part_of(_return_request, field) for field in ("reason", "comment")},
 )
 def start_return(
     state: ShopState,
@@ -1086,6 +1128,7 @@ def start_return(
 
 
 @server.tool(
+    answers=("amount", "status", "expected_by"),
     read_only=True, reads=["return"], errors=["RETURN_NOT_FOUND"],
     examples=[lambda s: {"return_id": s.returns.first()["id"]}],
     asks=("where is the refund for {return_id}", "has {return_id} been refunded yet",
@@ -1102,6 +1145,7 @@ def get_refund(
 
 
 @server.tool(
+    answers=("rating", "body"),
     read_only=True,
     reads=["review", "product"],
     errors=["PRODUCT_NOT_FOUND"],
@@ -1145,9 +1189,7 @@ def list_reviews(
           "leave a {rating}-star review on {product_id} titled \"{headline}\" saying \"{body}\"",
           "write a review for {product_id}, {rating} out of 5, headline \"{headline}\", text \"{body}\"",
           "rate {product_id} {rating} stars with the title \"{headline}\" and the text \"{body}\""),
-    values={"rating": lambda rng, s: rng.choice((5, 5, 4, 4, 3, 2, 1)),
-            "headline": lambda rng, s: rng.choice([t for titles, _ in REVIEW_TEXT.values() for t in titles]),
-            "body": lambda rng, s: rng.choice([b for _, bodies in REVIEW_TEXT.values() for b in bodies])},
+    values={field: part_of(_review, field) for field in ("rating", "headline", "body")},
 )
 def write_review(
     state: ShopState,
@@ -1175,6 +1217,7 @@ def write_review(
 
 
 @server.tool(
+    answers=("price", "in_stock"),
     read_only=True,
     reads=["wishlist_item", "product"],
     examples=[{}],

@@ -429,6 +429,7 @@ Offset = Annotated[int, Field(ge=0, description="How many posts to skip; pass ne
 
 
 @server.tool(
+    answers=("bio", "follower_count", "following_count", "post_count"),
     read_only=True,
     reads=["user", "follow", "block", "post"],
     errors=["USER_NOT_FOUND", "BLOCKED"],
@@ -577,6 +578,7 @@ def create_post(
 
 
 @server.tool(
+    answers=("text", "like_count", "comment_count"),
     read_only=True,
     reads=["post", "user", "follow", "block", "comment", "like"],
     errors=["POST_NOT_FOUND", "BLOCKED", "POST_NOT_VISIBLE"],
@@ -622,6 +624,7 @@ def delete_post(state: SocialState, post_id: PostId) -> dict:
 
 
 @server.tool(
+    answers=("text", "like_count", "comment_count"),
     read_only=True,
     reads=["user", "post", "follow", "block", "comment", "like"],
     errors=["USER_NOT_FOUND", "BLOCKED", "ACCOUNT_PRIVATE"],
@@ -651,6 +654,7 @@ def list_user_posts(state: SocialState, user_id: UserId, limit: Limit = 20, offs
 
 
 @server.tool(
+    answers=("author_name", "text"),
     read_only=True,
     reads=["follow", "post", "user", "block", "comment", "like"],
     examples=[{}, {"limit": 5, "offset": 5}],

@@ -376,11 +376,14 @@ def _unreacted_emoji(s: ChatState, message: Record) -> str:
 
 # -- how members ask, and what they choose ----------------------------------------------------------
 
-CHANNEL_NAMES = ("q3-roadmap", "offsite-2026", "customer-feedback", "incident-review", "hiring-2026", "mobile-app",
-                 "data-platform", "support-escalations", "book-club", "team-lunch", "release-train", "security-alerts")
-TOPICS = ("Planning for the next quarter", "Offsite logistics", "Feedback from customer calls", "Postmortems and "
-          "follow-ups", "Interview loops and scorecards", "Bugs and releases of the mobile app", "Weekly lunch plans",
-          "Release dates, owners and risks", "Alerts from the security scanners", "What we're reading this month")
+NEW_CHANNELS = (  # (name, topic): a new channel's topic says what its name does
+    ("q3-roadmap", "Planning for the next quarter"), ("offsite-2026", "Offsite logistics"),
+    ("customer-feedback", "Feedback from customer calls"), ("incident-review", "Postmortems and follow-ups"),
+    ("hiring-2026", "Interview loops and scorecards"), ("mobile-app", "Bugs and releases of the mobile app"),
+    ("data-platform", "Pipelines, warehouse and dashboards"), ("support-escalations", "Tickets that need an engineer"),
+    ("book-club", "What we're reading this month"), ("team-lunch", "Weekly lunch plans"),
+    ("release-train", "Release dates, owners and risks"), ("security-alerts", "Alerts from the security scanners"),
+)
 
 
 def _channel_asks(a: Any) -> tuple[str, ...]:
@@ -424,6 +427,7 @@ CHANNEL_NAME = r"^#?[a-z0-9][a-z0-9_-]{0,79}$"
 
 
 @server.tool(
+    answers=("your_role", "member_count"),
     read_only=True,
     reads=["workspace", "seat", "user", "channel"],
     examples=[{}],
@@ -446,6 +450,7 @@ def list_workspaces(state: ChatState) -> dict:
 
 
 @server.tool(
+    answers=("topic", "member_count", "is_member"),
     read_only=True,
     reads=["workspace", "channel", "membership"],
     errors=["WORKSPACE_NOT_FOUND"],
@@ -486,7 +491,7 @@ def list_channels(
               'set up a new public channel {name} with the topic "{topic}"',
               "make a channel named {name} and add {user_ids}",
               'open a channel {name} in {workspace_id} for "{topic}"')),
-    values={"name": lambda rng, s: rng.choice(CHANNEL_NAMES), "topic": lambda rng, s: rng.choice(TOPICS)},
+    values={"name": lambda rng, s: rng.choice(NEW_CHANNELS)[0], "topic": lambda rng, s: rng.choice(NEW_CHANNELS)[1]},
 )
 def create_channel(
     state: ChatState,
@@ -672,6 +677,7 @@ def post_message(
 
 
 @server.tool(
+    answers=("author_name", "text"),
     read_only=True,
     reads=["channel", "membership", "message", "user"],
     errors=["CHANNEL_NOT_FOUND", "PRIVATE_CHANNEL", "MESSAGE_NOT_FOUND", "THREAD_NOT_IN_CHANNEL"],
@@ -714,6 +720,7 @@ def list_messages(
 
 
 @server.tool(
+    answers=("author_name", "channel_name", "text"),
     read_only=True,
     reads=["mention", "message", "channel", "user"],
     errors=["WORKSPACE_NOT_FOUND"],

@@ -448,7 +448,7 @@ def _sellable(s: TradingState) -> Record:
 
 def _below_market_buy(s: TradingState) -> Record:
     security = _listing(s, False)
-    return {"symbol": security["id"], "side": "buy", "quantity": 2, "limit_price": _to_tick(security["bid"] * 0.95)}
+    return {"symbol": security["id"], "side": "buy", "quantity": 2, "limit_price": _said_price(security["bid"] * 0.95)}
 
 
 # -- how investors ask, and what they choose --------------------------------------------------------
@@ -458,6 +458,9 @@ SEARCHES = ("bank", "energy", "technology", "health care", "consumer", "financia
 WATCHLIST_NAMES = ("Chips", "Energy", "Dividend payers", "Big Tech", "UK Banks", "Long term", "Speculative",
                    "Healthcare", "Retail", "To research", "FTSE favourites", "Earnings this week")
 QUANTITIES = (1, 2, 3, 5, 10, 15, 20, 25)
+# How far from the quote an investor sets a limit, in percent: a buy at or a little under the ask,
+# a sell at or a little over the bid (the server refuses more than 10% on the wrong side).
+BUY_LIMIT_OFFSETS = (-8, -5, -4, -3, -2, -1, 0, 1)
 TIME_IN_FORCE_ASKS = {
     "gtc": ("put in a good-till-canceled limit order to {side} {quantity} shares of {symbol} at {limit_price}",
             "{side} {quantity} {symbol} with a limit of {limit_price}, good till canceled",
@@ -470,6 +473,44 @@ TIME_IN_FORCE_ASKS = {
            "put in a limit to {side} {quantity} shares of {symbol}, limit price {limit_price}",
            "set a limit order: {side} {quantity} of {symbol} at no worse than {limit_price}"),
 }
+
+
+def _said_price(price: float) -> float:
+    """A price as an investor types it: whole units from 100 up, halves from 20, nickels from 1,
+    cents below (always a multiple of the tick)."""
+    step = 1.0 if price >= 100 else 0.5 if price >= 20 else 0.05 if price >= 1 else 0.01
+    return _to_tick(round(price / step) * step)
+
+
+def _chosen_security(rng: random.Random, s: TradingState, args: Record | None) -> Record:
+    """The security the call names, else one the investor could name."""
+    symbol = (args or {}).get("symbol")
+    found = s.securities.find(symbol.upper()) if isinstance(symbol, str) else None
+    return found or rng.choice(s.securities.all())
+
+
+def _limit_price(rng: random.Random, s: TradingState, args: Record | None = None) -> float:
+    """A limit near the live quote of the chosen symbol: a buy up to 8% under the ask (or 1% over,
+    to fill now), a sell mirrored around the bid."""
+    security = _chosen_security(rng, s, args)
+    offset = rng.choice(BUY_LIMIT_OFFSETS)
+    if (args or {}).get("side") == "sell":
+        return _said_price(security["bid"] * (1 - offset / 100))
+    return _said_price(security["ask"] * (1 + offset / 100))
+
+
+def _quantity(rng: random.Random, s: TradingState, args: Record | None = None) -> int:
+    """A round number of shares: for a sell, no more than the position holds; for a buy of a
+    pricey share, a few."""
+    args = args or {}
+    symbol = args.get("symbol")
+    held = s.positions.find(symbol.upper()) if isinstance(symbol, str) else None
+    if args.get("side") == "sell" and held:
+        return rng.choice([q for q in QUANTITIES if q <= held["quantity"]] or [held["quantity"]])
+    security = s.securities.find(symbol.upper()) if isinstance(symbol, str) else None
+    if security is not None and security["ask"] >= 300:
+        return rng.choice((1, 2, 3, 5))
+    return rng.choice(QUANTITIES)
 
 
 # -- server and tools -----------------------------------------------------------------------------
@@ -493,6 +534,7 @@ OrderId = Annotated[str, ref("order", "Id of the order (ord_...), from a place_*
 
 
 @server.tool(
+    answers=("symbol", "last"),
     read_only=True,
     reads=["security"],
     examples=[{"query": "bank"}, {"query": "a", "exchange": "LSE"}],
@@ -520,6 +562,7 @@ def search_symbols(
 
 
 @server.tool(
+    answers=("last", "change", "change_pct"),
     read_only=True,
     reads=["security"],
     errors=["UNKNOWN_SYMBOL"],
@@ -621,6 +664,7 @@ def remove_from_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol
 
 
 @server.tool(
+    answers=("status", "filled_quantity", "filled_price"),
     reads=["security", "cash_balance", "position", "order"],
     produces=["order"],
     mutates=["cash_balance", "position"],
@@ -630,7 +674,7 @@ def remove_from_watchlist(state: TradingState, watchlist_id: WatchlistId, symbol
     asks=("{side} {quantity} shares of {symbol} at market", "place a market order to {side} {quantity} {symbol}",
           "{side} {quantity} {symbol} right now at the market price", "put in a market {side} for {quantity} shares "
           "of {symbol}"),
-    values={"quantity": lambda rng, s: rng.choice(QUANTITIES)},
+    values={"quantity": _quantity},
 )
 def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, quantity: Quantity) -> dict:
     """Buy or sell at the market now: fills in full at the ask (buy) or bid (sell). Only while the
@@ -651,6 +695,7 @@ def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, qua
 
 
 @server.tool(
+    answers=("status", "limit_price"),
     reads=["security", "cash_balance", "position", "order"],
     produces=["order"],
     mutates=["cash_balance", "position"],
@@ -660,7 +705,7 @@ def place_market_order(state: TradingState, symbol: Symbol, side: SideParam, qua
               lambda s: {"symbol": _listing(s, True)["id"], "side": "buy", "quantity": 10,
                          "limit_price": _listing(s, True)["ask"], "time_in_force": "gtc"}],
     asks=lambda a: TIME_IN_FORCE_ASKS[a.get("time_in_force")],
-    values={"quantity": lambda rng, s: rng.choice(QUANTITIES)},
+    values={"quantity": _quantity, "limit_price": _limit_price},
 )
 def place_limit_order(
     state: TradingState,
@@ -727,6 +772,7 @@ def cancel_order(state: TradingState, order_id: OrderId) -> dict:
 
 
 @server.tool(
+    answers=("side", "quantity", "status", "filled_price"),
     read_only=True,
     reads=["order"],
     errors=["ORDER_NOT_FOUND"],
@@ -742,6 +788,7 @@ def get_order(state: TradingState, order_id: OrderId) -> dict:
 
 
 @server.tool(
+    answers=("side", "quantity", "status"),
     read_only=True,
     reads=["order"],
     examples=[{}, {"status": "filled", "side": "sell"}, {"symbol": "AAPL", "limit": 5}],
@@ -766,6 +813,7 @@ def list_orders(
 
 
 @server.tool(
+    answers=("quantity", "market_value", "unrealized_pnl"),
     read_only=True,
     reads=["position", "security", "order"],
     examples=[{}, {"currency": "GBP"}],
@@ -787,6 +835,7 @@ def list_positions(
 
 
 @server.tool(
+    answers=("cash", "buying_power"),
     read_only=True,
     reads=["cash_balance", "order", "position", "security"],
     examples=[{}],

@@ -46,6 +46,7 @@ from prove_core.toolkit import (
     money,
     paginate,
     parse_date,
+    part_of,
     ref,
     require,
     require_found,
@@ -784,18 +785,42 @@ RATE_PLAN_ASKS = {
 }
 
 
-def _stay_start(rng: random.Random, s: TravelState) -> str:
-    return (s.today() + dt.timedelta(days=rng.randint(2, 5))).isoformat()
+def _trip(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
+    """A flight search as a traveller makes it, drawn as a whole from the live schedule: a route
+    and a day that a scheduled flight flies, for one or two people (the sources of one call draw
+    the same trip)."""
+    flight = rng.choice(s.flights.where(lambda f: f["date"] > s.today().isoformat()))
+    return {"origin": flight["origin"], "destination": flight["destination"], "date": flight["date"],
+            "passengers": rng.choice((1, 1, 2, 2, 3))}
 
 
-def _stay_end(rng: random.Random, s: TravelState) -> str:
-    return (s.today() + dt.timedelta(days=rng.randint(6, 9))).isoformat()
+def _party(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
+    """Who flies on the call's fare, drawn as a whole: one to three of the member's travellers
+    (for an international flight, those whose passport is valid that day) and their count."""
+    fare = s.fares.find((args or {}).get("fare_id") or "")
+    flight = fare and s.flights.find(fare["flight_id"])
+    day = flight["date"] if flight and flight["international"] else None
+    able = sorted(t["id"] for t in s.travellers.all()
+                  if day is None or (t["passport_expiry"] is not None and t["passport_expiry"] >= day))
+    chosen = sorted(rng.sample(able, min(rng.choice((1, 1, 2, 2, 3)), len(able)))) if able else []
+    return {"traveller_ids": chosen, "passengers": max(len(chosen), 1)}
+
+
+def _stay(rng: random.Random, s: TravelState, args: Record | None = None) -> Record:
+    """A hotel stay as a traveller plans it, drawn as a whole: check-in in the next days, one to
+    five nights later check-out (the sources of one call draw the same stay)."""
+    check_in = s.today() + dt.timedelta(days=rng.randint(2, 10))
+    nights = rng.choice((1, 2, 2, 3, 3, 4, 5))
+    return {"check_in": check_in.isoformat(), "check_out": (check_in + dt.timedelta(days=nights)).isoformat()}
 
 
 # -- the server and its tools --------------------------------------------------------------------------
 
 server = Server(
     "travel_booking",
+    # travellers' passport details are personal data a reply never repeats (dates of birth and
+    # passport numbers already are, toolkit.answers.SENSITIVE_FIELDS)
+    sensitive=("passport_expiry", "passport_country"),
     domain="travel",
     description="An online travel agency for one member: flight search with fares, fare rules and seat maps, "
     "hotel search and room rates, bookings, flight changes, cancellations with refunds, travellers and "
@@ -807,6 +832,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("code", "city"),
     read_only=True,
     reads=["flight"],
     examples=[{"query": "new york"}, {"query": "LHR"}],
@@ -838,6 +864,7 @@ def _departures_today(state: TravelState, origin: str) -> list[Record]:
 
 
 @server.tool(
+    answers=("flight_number", "departure", "arrival", "duration_min"),
     read_only=True,
     reads=["flight", "fare"],
     errors=["AIRPORT_NOT_FOUND", "SAME_ORIGIN_DESTINATION", "BAD_DATE", "DEPARTURE_IN_PAST", "SCHEDULE_NOT_PUBLISHED"],
@@ -851,6 +878,7 @@ def _departures_today(state: TravelState, origin: str) -> list[Record]:
           "{date}", "show me what flies from {origin} to {destination} on {date}",
           "look for {cabin} flights from {origin} to {destination} on {date} for {passengers} people",
           "price {passengers} seats from {origin} to {destination} on {date}"),
+    values={field: part_of(_trip, field) for field in ("origin", "destination", "date", "passengers")},
 )
 def search_flights(
     state: TravelState,
@@ -888,6 +916,7 @@ def search_flights(
 
 
 @server.tool(
+    answers=("departure", "arrival", "price", "seats_left"),
     read_only=True,
     reads=["flight", "fare"],
     errors=["FLIGHT_NOT_FOUND"],
@@ -907,6 +936,7 @@ def get_flight(state: TravelState, flight_id: FlightId) -> dict:
 
 
 @server.tool(
+    answers=("refundable", "change_fee", "cancel_fee", "checked_bags"),
     read_only=True,
     reads=["fare", "flight"],
     errors=["FARE_NOT_FOUND"],
@@ -946,6 +976,7 @@ def get_fare_rules(
 
 
 @server.tool(
+    answers=("available_seats",),
     read_only=True,
     reads=["flight"],
     errors=["FLIGHT_NOT_FOUND"],
@@ -1023,6 +1054,7 @@ def select_seat(
 
 
 @server.tool(
+    answers=("stars", "guest_rating", "average_nightly_rate", "total"),
     read_only=True,
     reads=["hotel", "room"],
     errors=["CITY_NOT_FOUND", "BAD_DATE", "INVALID_DATE_RANGE", "CHECK_IN_IN_PAST", "STAY_TOO_LONG"],
@@ -1030,7 +1062,8 @@ def select_seat(
               lambda s: {**{k: v for k, v in _hotel_example(s).items() if k != "hotel_id"}, "city": "lhr",
                          "min_stars": 3, "sort": "price"}],
     asks=lambda a: HOTEL_SORT_ASKS.get(a.get("sort"), HOTEL_ASKS),
-    values={"city": lambda rng, s: rng.choice([a[1] for a in AIRPORTS.values()] + list(AIRPORTS)[:4])},
+    values={"city": lambda rng, s: rng.choice([a[1] for a in AIRPORTS.values()] + list(AIRPORTS)[:4]),
+            "check_in": part_of(_stay, "check_in"), "check_out": part_of(_stay, "check_out")},
 )
 def search_hotels(
     state: TravelState,
@@ -1076,6 +1109,7 @@ def search_hotels(
 
 
 @server.tool(
+    answers=("stars", "guest_rating", "nightly_rate", "rooms_left"),
     read_only=True,
     reads=["hotel", "room"],
     errors=["HOTEL_NOT_FOUND"],
@@ -1092,6 +1126,7 @@ def get_hotel(state: TravelState, hotel_id: HotelId) -> dict:
 
 
 @server.tool(
+    answers=("available", "rooms_left"),
     read_only=True,
     reads=["hotel", "room"],
     errors=["HOTEL_NOT_FOUND", "BAD_DATE", "INVALID_DATE_RANGE", "CHECK_IN_IN_PAST", "STAY_TOO_LONG"],
@@ -1100,6 +1135,7 @@ def get_hotel(state: TravelState, hotel_id: HotelId) -> dict:
           "price a stay at {hotel_id} from {check_in} to {check_out}",
           "check prices at {hotel_id} for {guests} guests, {check_in} to {check_out}",
           "compare the flexible and non-refundable rates at {hotel_id} for {check_in} to {check_out}"),
+    values={"check_in": part_of(_stay, "check_in"), "check_out": part_of(_stay, "check_out")},
 )
 def get_room_rates(
     state: TravelState,
@@ -1138,6 +1174,7 @@ def get_room_rates(
           "buy {fare_id} for {passengers} travellers ({traveller_ids})",
           "reserve {passengers} seats on {fare_id} for travellers {traveller_ids}",
           "go ahead and book {fare_id} for {traveller_ids}, {passengers} people in total"),
+    values={"passengers": part_of(_party, "passengers"), "traveller_ids": part_of(_party, "traveller_ids")},
 )
 def book_flight(
     state: TravelState,
@@ -1182,7 +1219,7 @@ def book_flight(
             "STAY_TOO_LONG", "TOO_MANY_GUESTS", "ROOM_SOLD_OUT"],
     examples=[_hotel_booking_example],
     asks=lambda a: RATE_PLAN_ASKS[a.get("rate_plan")],
-    values={"check_in": _stay_start, "check_out": _stay_end},
+    values={"check_in": part_of(_stay, "check_in"), "check_out": part_of(_stay, "check_out")},
 )
 def book_hotel(
     state: TravelState,
@@ -1210,6 +1247,7 @@ def book_hotel(
 
 
 @server.tool(
+    answers=("status", "confirmation_code", "total"),
     read_only=True,
     reads=["booking", "traveller", "loyalty_activity"],
     errors=["BOOKING_NOT_FOUND"],
@@ -1231,6 +1269,7 @@ def get_booking(state: TravelState, booking_id: BookingId) -> dict:
 
 
 @server.tool(
+    answers=("kind", "status", "trip_start", "total"),
     read_only=True,
     reads=["booking", "traveller"],
     examples=[{}, {"kind": "flight", "status": "confirmed", "when": "upcoming"}],
@@ -1414,6 +1453,7 @@ def add_traveller(
 
 
 @server.tool(
+    answers=("age", "passport_status"),
     read_only=True,
     reads=["traveller"],
     examples=[{}],
@@ -1427,6 +1467,7 @@ def list_travellers(state: TravelState) -> dict:
 
 
 @server.tool(
+    answers=("tier", "points_balance", "points_value_usd"),
     read_only=True,
     reads=["loyalty_account", "loyalty_activity"],
     examples=[{}],

@@ -386,6 +386,7 @@ def _phrased(asks: dict[str, Any], a: Any, fallback: tuple[str, ...]) -> tuple[s
 
 server = Server(
     "vehicle",
+    sensitive=("vin",),  # identifies the car and its owner; nobody asks for it read back
     domain="IoT",
     description="Connected-car control for a household's vehicles, gated by driving mode: status, wake, gear "
     "and speed, doors, windows, trunk, climate and seat heaters, charging or fuel, navigation, lights and horn.",
@@ -396,6 +397,7 @@ server = Server(
 
 
 @server.tool(
+    answers=("power_state", "energy_level_pct", "range_km"),
     read_only=True,
     reads=["vehicle"],
     examples=[{}],
@@ -411,6 +413,7 @@ def list_vehicles(state: VehicleState) -> dict:
 
 
 @server.tool(
+    answers=("power_state", "gear", "level_pct", "range_km", "all_locked"),
     read_only=True,
     reads=["vehicle", "charging_session"],
     errors=["VEHICLE_NOT_FOUND"],
@@ -879,6 +882,7 @@ def set_destination(
 
 
 @server.tool(
+    answers=("eta", "distance_km", "duration_min", "arrival_energy_pct"),
     read_only=True,
     reads=["vehicle"],
     errors=["VEHICLE_NOT_FOUND", "NO_ACTIVE_ROUTE"],

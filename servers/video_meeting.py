@@ -410,10 +410,13 @@ def _upcoming_asks(a: Any) -> tuple[str, ...]:
     return found
 
 
-def _guests(rng: random.Random, s: MeetingState) -> list[str]:
-    """One to three people to invite, colleagues or guests, by e-mail."""
+def _guests(rng: random.Random, s: MeetingState, args: Record | None = None) -> list[str]:
+    """One to three people to invite, colleagues or guests, by e-mail; no more than the call's
+    room holds besides the host."""
+    room = s.rooms.find((args or {}).get("room_id") or "")
+    count = min(rng.randint(1, 3), max(room["capacity"] - 1, 1) if room else 3)
     return [f"{first.lower()}.{last.lower()}@{rng.choice(GUEST_DOMAINS)}"
-            for first, last in (fake.person(rng) for _ in range(rng.randint(1, 3)))]
+            for first, last in (fake.person(rng) for _ in range(count))]
 
 
 def _future_start(rng: random.Random, s: MeetingState) -> str:
@@ -447,6 +450,7 @@ Minutes = Annotated[int, Field(ge=5, le=480, description="Length in minutes (5-4
 
 
 @server.tool(
+    answers=("capacity", "available"),
     read_only=True,
     reads=["room", "meeting"],
     errors=["BAD_DATETIME"],
@@ -455,6 +459,8 @@ Minutes = Annotated[int, Field(ge=5, le=480, description="Length in minutes (5-4
           "find a room free at {start} for {duration_minutes} minutes",
           "show which rooms for {min_capacity} or more people are free at {start}",
           "show which rooms have cloud recording"),
+    values={"start": _future_start, "duration_minutes": lambda rng, s: rng.choice(DURATIONS),
+            "min_capacity": lambda rng, s: rng.choice((4, 6, 8, 10, 12))},
 )
 def list_rooms(
     state: MeetingState,
@@ -543,6 +549,7 @@ def schedule_meeting(
 
 
 @server.tool(
+    answers=("start", "end", "status", "join_url"),
     read_only=True,
     reads=["meeting", "room", "invitation", "participant", "recording"],
     errors=["MEETING_NOT_FOUND", "NOT_INVITED"],
@@ -565,6 +572,7 @@ def get_meeting(state: MeetingState, meeting_id: MeetingId) -> dict:
 
 
 @server.tool(
+    answers=("start", "end", "status"),
     read_only=True,
     reads=["meeting", "invitation", "room"],
     examples=[{}, {"role": "host", "days": 14, "include_cancelled": True}],
@@ -701,6 +709,7 @@ def set_recording(
 
 
 @server.tool(
+    answers=("duration_seconds", "size_mb", "download_url"),
     read_only=True,
     reads=["recording", "meeting"],
     errors=["MEETING_NOT_FOUND", "NOT_HOST"],

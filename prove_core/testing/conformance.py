@@ -47,6 +47,7 @@ import attrs
 import jsonschema
 
 from prove_core.env.runtime import ServerRuntime, ToolResult, build_runtime, example_at
+from prove_core.toolkit.phrasing import answer_problems
 from prove_core.toolkit.server import Server, ToolDef
 from prove_core.toolkit.state import Snapshot, State
 
@@ -556,6 +557,26 @@ def check_entity_names(server: Server, seed: int) -> Check:
     return problems.verdict("entity_names", f"{len(known)} entity names each link a table or another tool")
 
 
+def check_answers(server: Server, seed: int) -> Check:
+    """Every field a tool declares in ``answers`` is in the result of one of its examples (each on
+    a fresh session), and none is a sensitive, id or bookkeeping field (``toolkit.phrasing``)."""
+    rt = build_runtime(server, seed=seed)
+    problems = _Problems()
+    declared = [tool for tool in server.tools.values() if tool.answers]
+    for tool in declared:
+        results = []
+        for i in range(len(tool.examples)):
+            sid = rt.new_session()
+            try:
+                result = rt.call(sid, tool.name, example_at(tool, rt, sid, i))
+            except Exception:  # noqa: BLE001 - an example that cannot be built is `reachable`'s finding
+                continue
+            if not result.is_error:
+                results.append(result.data)
+        problems.extend(answer_problems(tool, results))
+    return problems.verdict("answers", f"{len(declared)} tools' answering fields appear in their examples' results")
+
+
 async def _mcp_calls(runtime: ServerRuntime, calls: list[tuple[str, str, Any]]) -> tuple[list[Any], list[Any]]:
     from fastmcp import Client
 
@@ -626,6 +647,7 @@ CHECKS: tuple[Callable[[Server, int], Check], ...] = (
     check_declared_failures,
     check_documented_failures,
     check_entity_names,
+    check_answers,
     check_path_equivalence,
 )
 

@@ -30,6 +30,7 @@ from prove_core.toolkit.helpers import (
     require,
     require_found,
 )
+from prove_core.toolkit.phrasing import part_of
 from prove_core.toolkit.server import NoOptions, Server, ToolAnnotations, ToolDef, ToolSpec, ref
 from prove_core.toolkit.state import Collection, Snapshot, State, Table, public
 
@@ -63,6 +64,7 @@ __all__ = [
     "money",
     "paginate",
     "parse_date",
+    "part_of",
     "public",
     "ref",
     "require",

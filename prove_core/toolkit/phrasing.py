@@ -31,17 +31,32 @@ related fields can draw the same record (a new contact's name and e-mail address
 
 ``values`` draw a realistic value per call for parameters the user chooses freely (a new
 payee's name, an amount, a meeting title): ``(rng, state) -> value``, checked to pass the
-tool's schema and to vary.
+tool's schema and to vary. A value that belongs with another one of the call takes a third
+parameter named ``args`` (default None): the call's other arguments known so far (the entities the user named,
+values drawn before it), given by ``draw_value`` — a limit price near the quote of the chosen
+symbol, a merchant that fits the chosen category, an event's end an hour after its start. It must
+still give a sensible value without them (``args`` None), and is checked both ways. A source
+returns None when its parameter does not apply to the call (a size for a dish without sizes):
+the call leaves it out. Numbers are
+drawn as a person says them: money in whole units or cents, quantities and percentages round.
+
+``answers`` (``prove_core.toolkit.answers``) name result fields; ``check_answers`` (run by
+``check_phrasings``) requires each to appear in the result of at least one of the tool's
+examples, at the depth ``answer_fields`` looks at (the result, or a listed record, with one
+level of nesting lifted), and none to be a sensitive, id or bookkeeping field a reply never
+states.
 """
 
 from __future__ import annotations
 
+import inspect
 import random
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from prove_core.toolkit.answers import BOOKKEEPING, flat, main_records, sensitive_fields
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
 
 MIN_TEMPLATES = 3
@@ -81,6 +96,33 @@ def implied_by_wording(tool: ToolDef) -> set[str]:
     return {p for p in required_values(tool) if props.get(p, {}).get("type") == "boolean" or "enum" in props.get(p, {})}
 
 
+def takes_args(source: Any) -> bool:
+    """Whether a ``values`` source takes the call's other arguments (a parameter named ``args``)."""
+    try:
+        return "args" in inspect.signature(source).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+
+
+def draw_value(source: Any, rng: random.Random, state: Any, args: Mapping[str, Any] | None = None) -> Any:
+    """One value from a ``values`` source: given ``args`` (the call's other arguments known so far)
+    when it takes them, so it draws what belongs with them."""
+    if takes_args(source):
+        return source(rng, state, dict(args) if args is not None else None)
+    return source(rng, state)
+
+
+def part_of(plan: Callable[..., Mapping[str, Any]], field: str) -> Callable[..., Any]:
+    """A ``values`` source giving one ``field`` of ``plan(rng, state, args)``, a record drawn as a
+    whole (a merchant with its amount, an event's title with its times). The sources of one call
+    get same-seeded generators, so each draws the same record and the call's values agree."""
+
+    def source(rng: random.Random, state: Any, args: Mapping[str, Any] | None = None) -> Any:
+        return plan(rng, state, args)[field]
+
+    return source
+
+
 def check_template(tool: ToolDef, template: str) -> list[str]:
     """What is wrong with one template of ``tool`` (empty when nothing is)."""
     where = f"{tool.name}: {template!r}"
@@ -103,9 +145,10 @@ def check_template(tool: ToolDef, template: str) -> list[str]:
 
 
 def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state: Any) -> list[str]:
-    """Problems with a tool's ``asks`` and ``values``: templates for each example's arguments
-    (at least ``MIN_TEMPLATES`` over all of them), and values that pass the schema and vary."""
-    problems: list[str] = []
+    """Problems with a tool's ``asks``, ``values`` and ``answers``: templates for each example's
+    arguments (at least ``MIN_TEMPLATES`` over all of them), values that pass the schema and
+    vary, and declared answers its examples' results carry (``check_answers``)."""
+    problems: list[str] = check_answers(tool, example_args, state)
     seen: set[str] = set()
     for args in example_args or [{}]:
         try:
@@ -125,15 +168,69 @@ def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state:
         if param not in props:
             problems.append(f"{tool.name}: values names {param!r}, which is not a parameter")
             continue
-        drawn = []
-        for i in range(20):
-            try:
-                value = source(random.Random(i), state)
-                tool.validate({**base, param: value})
-            except Exception as exc:  # noqa: BLE001
-                problems.append(f"{tool.name}: values[{param!r}] gave an invalid value: {exc}")
-                break
-            drawn.append(repr(value))
-        if len(drawn) == 20 and len(set(drawn)) < 3:
-            problems.append(f"{tool.name}: values[{param!r}] gave {len(set(drawn))} distinct values in 20 draws")
+        contexts = [None, *({k: v for k, v in a.items() if k != param} for a in example_args)] \
+            if takes_args(source) else [None]
+        for context in contexts:
+            drawn = []
+            for i in range(20):
+                try:
+                    value = draw_value(source, random.Random(i), state, context)
+                    if value is not None:  # None: the parameter does not apply to this call
+                        tool.validate({**base, **(context or {}), param: value})
+                except Exception as exc:  # noqa: BLE001
+                    problems.append(f"{tool.name}: values[{param!r}] gave an invalid value"
+                                    f"{'' if context is None else f' for {context}'}: {exc}")
+                    break
+                drawn.append(repr(value))
+            if context is None and len(drawn) == 20 and len(set(drawn)) < 3:  # one record may allow one value
+                problems.append(f"{tool.name}: values[{param!r}] gave {len(set(drawn))} distinct values in 20 draws")
+    return problems
+
+
+def result_fields(data: Any) -> set[str]:
+    """The field names a reply can state from one result: those of the result itself and of each
+    record it lists, one level of nesting lifted (as ``answer_fields`` sees them)."""
+    _, records = main_records(data)
+    found: set[str] = set()
+    for record in [data, *records]:
+        if isinstance(record, Mapping):
+            found |= flat(record).keys()
+    return found
+
+
+def check_answers(tool: ToolDef, example_args: list[Mapping[str, Any]], state: Any) -> list[str]:
+    """Problems with a tool's declared ``answers`` (``answer_problems``), its examples run on
+    copies of ``state``, which stays unchanged."""
+    if not tool.answers:
+        return []
+    results = []
+    for args in example_args:
+        work = type(state).from_snapshot(state.snapshot())
+        try:
+            results.append(tool.fn(work, **tool.validate(dict(args))))
+        except Exception:  # noqa: BLE001 - a failing example shows no fields; reachability is checked elsewhere
+            continue
+    return answer_problems(tool, results)
+
+
+def answer_problems(tool: ToolDef, results: list[Any]) -> list[str]:
+    """Problems with a tool's declared ``answers`` given its examples' ``results``: a field none of
+    them carries, a sensitive field a reply never repeats, or one ``answer_fields`` always skips
+    (bookkeeping, ``..._id``)."""
+    if not tool.answers:
+        return []
+    problems: list[str] = []
+    hidden = sorted(set(tool.answers) & sensitive_fields(tool))
+    if hidden:
+        problems.append(f"{tool.name}: answers {hidden} are sensitive fields no reply repeats")
+    skipped = sorted(f for f in tool.answers if f in BOOKKEEPING or f.endswith("_id"))
+    if skipped:
+        problems.append(f"{tool.name}: answers {skipped} are ids or bookkeeping, which never answer a request")
+    seen: set[str] = set()
+    for data in results:
+        seen |= result_fields(data)
+    missing = [f for f in tool.answers if f not in seen]
+    if missing:
+        problems.append(f"{tool.name}: answers {missing} appear in no example's result "
+                        f"(fields seen: {sorted(seen) or 'none: every example failed'})")
     return problems

@@ -37,8 +37,10 @@ Example = Mapping[str, Any] | Callable[[State], Mapping[str, Any]]
 # How users ask for a tool (``prove_core.toolkit.phrasing``): templates with ``{param}`` slots, or a
 # callable that picks templates from the call's arguments (``lambda a: ... if a["frozen"] else ...``).
 Asks = Sequence[str] | Callable[[Mapping[str, Any]], Sequence[str]]
-# A realistic value for a parameter, drawn per call: ``(rng, state) -> value``.
-ValueSource = Callable[[random.Random, State], Any]
+# A realistic value for a parameter, drawn per call: ``(rng, state) -> value``, or
+# ``(rng, state, args=None) -> value`` to be given the call's other arguments known so far and draw
+# what belongs with them (a limit price near the chosen symbol's quote); see ``phrasing.draw_value``.
+ValueSource = Callable[..., Any]
 
 
 def ref(entity: str, description: str, **field_kwargs: Any) -> FieldInfo:

@@ -83,6 +83,7 @@ def create_archive(
 
 
 @server.tool(
+    answers=("format", "entry_count", "total_bytes"),
     read_only=True,
     reads=["archive"],
     examples=[{}, {"limit": 1}],
@@ -97,6 +98,7 @@ def list_archives(state: FsState, limit: Limit = 20, offset: Offset = 0) -> dict
 
 
 @server.tool(
+    answers=("path", "size"),
     read_only=True,
     reads=["archive"],
     errors=["ARCHIVE_NOT_FOUND", "PERMISSION_DENIED"],

@@ -45,6 +45,7 @@ from prove_servers.filesystem.paths import (
 
 
 @server.tool(
+    answers=("user", "full_name", "working_directory"),
     read_only=True,
     reads=["user", "directory", "working_directory"],
     examples=[{}],
@@ -116,6 +117,7 @@ def _list_directory_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("type", "size"),
     read_only=True,
     reads=["directory", "file", "symlink"],
     errors=RESOLVE_ERRORS,
@@ -160,6 +162,7 @@ def _get_tree_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("tree", "files", "directories"),
     read_only=True,
     reads=["directory", "file", "symlink"],
     errors=RESOLVE_ERRORS,
@@ -319,6 +322,7 @@ def remove_directory(
 
 
 @server.tool(
+    answers=("total", "files", "directories"),
     read_only=True,
     reads=["directory", "file", "user"],
     errors=RESOLVE_ERRORS,

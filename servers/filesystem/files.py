@@ -69,6 +69,7 @@ def create_file(
 
 
 @server.tool(
+    answers=("content",),
     read_only=True,
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
@@ -288,6 +289,7 @@ def _file_info_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("type", "size", "permissions", "owner"),
     read_only=True,
     reads=["file", "directory", "symlink"],
     errors=RESOLVE_ERRORS,
@@ -327,6 +329,7 @@ def _path_exists_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("exists", "type"),
     read_only=True,
     reads=["file", "directory", "symlink"],
     errors=["INVALID_PATH", "PATH_OUTSIDE_ROOT"],

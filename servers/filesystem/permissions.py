@@ -154,6 +154,7 @@ def create_symlink(
 
 
 @server.tool(
+    answers=("target", "resolves_to"),
     read_only=True,
     reads=["symlink"],
     errors=[*RESOLVE_ERRORS, "NOT_A_SYMLINK"],

@@ -80,6 +80,7 @@ def _find_files_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("path", "size"),
     read_only=True,
     reads=["directory", "file", "symlink"],
     errors=RESOLVE_ERRORS,
@@ -138,6 +139,7 @@ def _search_contents_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("path", "line_number", "line"),
     read_only=True,
     reads=["directory", "file"],
     errors=RESOLVE_ERRORS,
@@ -200,6 +202,7 @@ def _grep_file_asks(a: dict) -> list[str]:
 
 
 @server.tool(
+    answers=("match_count", "line_number", "line"),
     read_only=True,
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
@@ -241,6 +244,7 @@ def grep_file(
 
 
 @server.tool(
+    answers=("identical", "lines_added", "lines_removed"),
     read_only=True,
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE", "FILE_TOO_LARGE"],
@@ -276,6 +280,7 @@ def diff_files(
 
 
 @server.tool(
+    answers=("sha256",),
     read_only=True,
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY"],
@@ -302,6 +307,7 @@ def hash_file(
 
 
 @server.tool(
+    answers=("lines", "words", "characters"),
     read_only=True,
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
@@ -339,6 +345,7 @@ def _edge_lines(state: FsState, path: str, lines: int, *, tail: bool) -> dict:
 
 
 @server.tool(
+    answers=("content",),
     read_only=True,
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],
@@ -355,6 +362,7 @@ def head_file(state: FsState, path: FilePath, lines: Lines = 10) -> dict:
 
 
 @server.tool(
+    answers=("content",),
     read_only=True,
     reads=["file"],
     errors=[*RESOLVE_ERRORS, "IS_A_DIRECTORY", "BINARY_FILE"],

@@ -46,6 +46,7 @@ def move_to_trash(state: FsState, path: AnyPath) -> dict:
 
 
 @server.tool(
+    answers=("original_path", "trashed_at", "size"),
     read_only=True,
     reads=["trash_item"],
     examples=[{}],
