@@ -112,6 +112,20 @@ class Example:
     tools: list[dict[str, Any]]
     task: Task
 
+    @property
+    def conversation(self) -> str:
+        """The conversation this example derives from (``task.meta["conversation"]``): a
+        clarification is a prefix of its conversation and a perturbed example a variant of it, so
+        splits keep every example of one conversation on the same side."""
+        return conversation_of({"id": self.id, "task": {"meta": self.task.meta}})
+
+
+def conversation_of(record: dict[str, Any]) -> str:
+    """``Example.conversation`` of a corpus record (a plain dict)."""
+    meta = (record.get("task") or {}).get("meta") or {}
+    found = meta.get("conversation")
+    return found if isinstance(found, str) and found else str(record.get("id", "")).removesuffix("-clarify")
+
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
 # Free-form JSON fields (tool arguments, tool schemas, task meta) are already plain JSON: pass

@@ -109,11 +109,11 @@ FOUND = ("I found {desc}.", "That's {desc}.", "I looked up {desc}.", "")
 CREATED = ("I've {verbed} {desc}.", "{Desc} is {verbed}.", "{Desc} has been {verbed}.", "I {verbed} {desc}.",
            "Okay, {desc} is {verbed}.")
 ALONG = ("Along with it, {what} {was} {done}.", "That also {done} {what}.", "{What} {was} {done} with it.")
-MADE_TOO = ("A new {noun} was created with it: {desc}.", "That also created {desc}.", "It came with a new {noun}: {desc}.")
+MADE_TOO = ("It went through as {desc}.", "That created {desc}.", "The result is {desc}.")
 CREATING = frozenset({"create", "add", "book", "schedule", "send", "make", "open", "invite", "post", "write", "log",
                       "upload", "place", "start", "request", "submit", "save", "register", "order", "issue", "apply",
                       "share", "reply", "forward", "copy", "duplicate", "plan", "draft", "compose", "new", "set", "leave",
-                      "reserve", "rate", "review", "comment", "import", "pay", "transfer", "tip", "follow", "subscribe", "join"})
+                      "reserve", "rate", "review", "comment", "import", "follow", "subscribe", "join"})
 UPDATED = ("The {field} of {desc} is now {new} (it was {old}).", "{Desc}: {field} changed from {old} to {new}.",
            "{Desc} now has {field} {new} instead of {old}.", "I changed the {field} of {desc} from {old} to {new}.",
            "{Field} on {desc} went from {old} to {new}.")
@@ -494,19 +494,21 @@ def _changed(fact: Any, rng: random.Random) -> list[str]:
     (those it names first), the records that changed along with them in a sentence."""
     if not fact.changes:
         return [rng.choice(UNCHANGED)]
-    named = set(strings(fact.data))
+    asked = set(strings(fact.args))  # the records the request named: each said in full
+    shown = set(strings(fact.data))
     groups: dict[tuple[str, str], list[Any]] = {}
     for change in fact.changes:
         groups.setdefault((change.kind, change.entity), []).append(change)
-    order = sorted(groups.items(), key=lambda kv: (not any(c.id in named for c in kv[1]),
+    order = sorted(groups.items(), key=lambda kv: (not any(c.id in asked | shown for c in kv[1]),
                                                    {"created": 0, "deleted": 1, "updated": 2}[kv[0][0]]))
     said: list[str] = []
-    (kind, entity), first = order[0]
-    for change in first[:3]:
-        said += _one_change(fact, change, rng)
-    if len(first) > 3:
-        said.append(f"{len(first) - 3} more {noun(entity)}s too.")
-    for (kind, entity), changes in order[1:]:
+    detailed = [kv for n, kv in enumerate(order) if n == 0 or any(c.id in asked for c in kv[1])]
+    for (kind, entity), changes in detailed:
+        for change in changes[:3]:
+            said += _one_change(fact, change, rng)
+        if len(changes) > 3:
+            said.append(f"{len(changes) - 3} more {noun(entity)}s too.")
+    for (kind, entity), changes in [kv for kv in order if kv not in detailed]:
         n = len(changes)
         what = f"{n} {noun(entity)}{'s' if n > 1 else ''}" if n > 1 or kind != "created" else \
             (describe(entity, changes[0].after or {}) or f"a {noun(entity)}")

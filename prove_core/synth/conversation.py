@@ -40,7 +40,7 @@ from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
 from prove_core.synth.quality import skeleton
 from prove_core.synth.validation import SCHEMA_CODES
-from prove_core.toolkit.phrasing import implied_by_wording, slots, templates
+from prove_core.toolkit.phrasing import draw_value, implied_by_wording, slots, takes_args, templates
 from prove_core.toolkit.answers import sensitive_fields, what_answers, words
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
 from prove_core.toolkit.state import Change
@@ -112,6 +112,8 @@ class Step:
     holds: bool = False  # refused because what the user wants is already so (see ConversationMachine.refusal)
     prerequisite: tuple[str, dict[str, Any], ToolResult] | None = None  # a step the refusal named, done first
     offered: str | None = None  # the refusal names a fix the assistant may not do unasked (it offers it)
+    call_seed: float = 0.0  # the seed every value source of this call draws with
+    needs: set[int] = attrs.field(factory=set)  # indices of the earlier steps this one depends on
 
     @property
     def ran(self) -> ToolResult:
@@ -129,6 +131,7 @@ class Reported:
 
     tool: str
     data: Any
+    args: dict[str, Any]  # the call's arguments
     read_only: bool
     answers: tuple[str, ...]  # fields of the result (of each listed record, for a listing)
     listing: str | None  # the list field, when the result is a listing
@@ -240,14 +243,15 @@ class ConversationMachine:
         return self._field_values[key]
 
     def _draw(self, step: Step, param: str, prop: dict[str, Any], rng: random.Random,
-              call_seed: float | None = None) -> Any:
+              call_seed: float | None = None, args: dict[str, Any] | None = None) -> Any:
         """A value the user could choose for a non-entity parameter, drawn for this call. Value
         sources of one call get generators with the same seed (``call_seed``), so related fields
         can agree."""
         tool, rt = step.tool, step.runtime
         source = tool.values.get(param)
         if source is not None:
-            return source(random.Random(call_seed if call_seed is not None else rng.random()), self._seed_states[rt.name])
+            return draw_value(source, random.Random(call_seed if call_seed is not None else rng.random()),
+                              self._seed_states[rt.name], args)
         examples = [e[param] for e in self._examples_of(tool, rt) if param in e]
         if "enum" in prop and rng.random() < 0.5:
             return rng.choice(prop["enum"])
@@ -355,7 +359,7 @@ class ConversationMachine:
         step = Step(id=f"s{i + 1}", tool=tool, public_name=public, runtime=rt)
         examples = self._examples_of(tool, rt)
         draft: dict[str, Any] = {}
-        call_seed = rng.random()
+        call_seed = step.call_seed = rng.random()
         for name, prop in props.items():
             if name in required or any(name in e for e in examples) or not prop.get(ENTITY_KEY):
                 draft[name] = self._draw(step, name, prop, rng, call_seed) if not prop.get(ENTITY_KEY) else f"<{name}>"
@@ -403,7 +407,27 @@ class ConversationMachine:
                 step.fixed[name] = draft[name]
                 step.alternatives[name] = [v for v in (self._draw(step, name, prop, rng) for _ in range(4))
                                            if v is not None and v != draft[name]]
+        self._fit_values(step, step.fixed)
         return step
+
+    def _fit_values(self, step: Step, args: dict[str, Any]) -> dict[str, Any]:
+        """Redraw the values whose sources depend on the call's other arguments (a limit price
+        near the chosen symbol's quote, a category that fits the merchant) now that those are
+        known; the user says the redrawn values. A source returning None leaves its value out."""
+        props = step.tool.spec.parameters.get("properties", {})
+        fitted = dict(args)
+        for name in props:
+            source = step.tool.values.get(name)
+            if name not in step.fixed or source is None or not takes_args(source) or props[name].get(ENTITY_KEY):
+                continue
+            known = {k: v for k, v in fitted.items() if k != name}
+            value = draw_value(source, random.Random(step.call_seed), self._seed_states[step.runtime.name], known)
+            if value is None:
+                fitted.pop(name, None)
+                step.fixed.pop(name, None)
+            else:
+                fitted[name] = step.fixed[name] = value
+        return fitted
 
     def _phrasings(self, tool: ToolDef, args: dict[str, Any]) -> list[str]:
         try:
@@ -558,6 +582,8 @@ class ConversationMachine:
                 step.described.add(param)
                 step.seen_in[param] = json.dumps(source.data, ensure_ascii=False)
                 step.alternatives[param] = [as_argument(prop, x) for x in ids[1: 1 + self.config.alternatives]]
+        if step.refs:  # the ids that flowed in are known now: values that belong with them follow
+            args = self._fit_values(step, args)
         step.args = args
         step.failed = step.corrected = step.first_ask = None
         if may_fail and rng.random() < self.config.world_failure_rate:
@@ -792,6 +818,9 @@ class ConversationMachine:
         if stratum == "missing" and withheld is None:
             stratum = "complete"  # nothing the user could leave out: an ordinary request
         writer = _Writer(self, rng, persona, stratum)
+        for i, step in enumerate(done):  # what each call needs first: the calls it may not run beside
+            step.needs = {j for j, _ in step.refs.values()} | ({i - 1} if i > 0 and chain.edges[i - 1].label == "implicit"
+                                                                else set())
         clarification = None
         for t, (start, end) in enumerate(turns):
             turn_steps = done[start:end]
@@ -803,7 +832,8 @@ class ConversationMachine:
                     id=f"{example_id}-clarify", messages=list(writer.messages), tools=self.tools_openai,
                     task=Task(servers=self.servers, seed=self.task_seed, calls=[], expected="clarify",
                               initial_state_hash=self.initial_hash,
-                              meta=self._meta(stratum="missing", withheld=param, chain=chain.key)),
+                              meta=self._meta(stratum="missing", withheld=param, chain=chain.key,
+                                              conversation=example_id)),
                 )
                 writer.answer(turn_steps[k], param)
             if not writer.run_turn(turn_steps):
@@ -814,12 +844,16 @@ class ConversationMachine:
                 continue
             deps = sorted({done[j].id for j, _ in step.refs.values()} |
                           ({done[i - 1].id} if i > 0 and chain.edges[i - 1].label == "implicit" else set()))
-            calls.append(GroundTruthCall(id=step.id, tool=step.public_name, arguments=step.args,
-                                         depends_on=[d for d in deps if d in {c.id for c in calls}]))
+            deps = [d for d in deps if d in {c.id for c in calls}]
+            if step.prerequisite is not None:  # the step the refusal named, taken before the retry
+                public, pre_args, _ = step.prerequisite
+                calls.append(GroundTruthCall(id=f"{step.id}p", tool=public, arguments=pre_args, depends_on=deps))
+                deps = [*deps, f"{step.id}p"]
+            calls.append(GroundTruthCall(id=step.id, tool=step.public_name, arguments=step.args, depends_on=deps))
         task = Task(
             servers=self.servers, seed=self.task_seed, calls=calls, expected="call",
             initial_state_hash=self.initial_hash,
-            meta=self._meta(stratum=stratum, persona=persona, chain=chain.key, outcome=outcome,
+            meta=self._meta(stratum=stratum, persona=persona, chain=chain.key, outcome=outcome, conversation=example_id,
                             user_turns=sum(1 for m in writer.messages if m.role == "user"),
                             turns=[[s.id for s in done[a:b]] for a, b in turns],
                             mistakes=sum(1 for m in writer.messages if m.mistake)),
@@ -854,8 +888,17 @@ class ConversationMachine:
             Message(role="assistant", content=self.teacher.decline(self.servers, rng)),
         ]
         task = Task(servers=self.servers, seed=self.task_seed, calls=[], expected="abstain",
-                    initial_state_hash=self.initial_hash, meta=self._meta(source="irrelevance"))
+                    initial_state_hash=self.initial_hash, meta=self._meta(source="irrelevance", conversation=example_id))
         return Example(id=example_id, messages=messages, tools=self.tools_openai, task=task)
+
+
+PARALLEL_RATE = 0.5  # share of runs of independent calls sent together
+
+
+class _Batch(list):  # type: ignore[type-arg]
+    """Steps sent in one assistant message."""
+
+    parallel = False
 
 
 class _Writer:
@@ -890,7 +933,13 @@ class _Writer:
             if param in step.described or not all(v in self.spoken for v in ids) and self.rng.random() < 0.5:
                 # the user singles it out, or names a record they have not mentioned yet
                 self.spoken.update(v for v in ids if isinstance(v, str))
-                return teacher.refer(entity, record, with_id=False, rng=self.rng)
+                text = teacher.refer(entity, record, with_id=False, rng=self.rng)
+                seen = step.seen_in.get(param)
+                if seen is not None and not _names_shown(text, record, seen):
+                    # the detail they name is not one the result shows ("Aisha Castillo" for the
+                    # seller "aisha_cast39"): they copy the id, so the assistant can tell
+                    text = teacher.refer(entity, record, with_id=True, rng=self.rng)
+                return text
             return teacher.that(entity, self.rng)
         ids = value if isinstance(value, list) else [value]
         if not fresh and all(v in self.spoken for v in ids) and self.rng.random() < 0.7:
@@ -969,12 +1018,49 @@ class _Writer:
                     tool_call_id=call_id, name=name),
         ]
 
+    def _batches(self, steps: list[Step]) -> list[list[Step]]:
+        """The turn's steps in the assistant messages that call them: independent calls that went
+        through plainly (no slip, refusal or prerequisite) are sometimes sent together, as
+        parallel calls, the way real traces do."""
+        batches: list[list[Step]] = []
+        for step in steps:
+            plain = step.flawed is None and step.failed is None and step.result is not None \
+                and not step.result.is_error
+            last = batches[-1] if batches else None
+            index = {id(s): int(s.id[1:]) - 1 for s in steps}
+            if last is not None and plain and getattr(last, "parallel", False) and \
+                    not step.needs & {index[id(s)] for s in last}:
+                last.append(step)
+                continue
+            batch = _Batch([step])
+            batch.parallel = plain and self.rng.random() < PARALLEL_RATE
+            batches.append(batch)
+        return batches
+
+    def _call_together(self, steps: list[Step]) -> None:
+        """Independent calls in one assistant message, their results after it in the same order."""
+        calls, results = [], []
+        for step in steps:
+            self.call_no += 1
+            call_id = f"call_{self.call_no}"
+            calls.append(ToolCall(id=call_id, name=step.public_name, arguments=step.args))
+            results.append(Message(role="tool", content=json.dumps(step.ran.structured, sort_keys=True, ensure_ascii=False),
+                                   tool_call_id=call_id, name=step.public_name))
+        self.messages += [Message(role="assistant", content=None, tool_calls=calls), *results]
+
     def run_turn(self, steps: list[Step]) -> bool:
         """The assistant's calls and words for one user turn; False when it gave up."""
         reported: list[tuple[str, dict[str, Any]]] = []
         facts: list[Reported] = []
         request = next((m.content or "" for m in reversed(self.messages) if m.role == "user"), "")
-        for step in steps:
+        for batch in self._batches(steps):
+            if len(batch) > 1:
+                self._call_together(batch)
+                for step in batch:
+                    reported.append((step.public_name, step.ran.structured))
+                    facts.append(self._reported(step, request))
+                continue
+            step = batch[0]
             if step.prerequisite is not None and step.failed is not None:
                 args, failed = step.failed
                 self._call(step.public_name, args, failed)
@@ -1029,7 +1115,7 @@ class _Writer:
         else:  # a write is reported by what it changed, plus what its tool declares its result tells
             answers = tuple(k for k in step.tool.answers if records and k in records[0])
         entity = next(iter(step.tool.spec.reads), None)
-        return Reported(tool=step.public_name, data=data, read_only=step.tool.spec.annotations.read_only,
+        return Reported(tool=step.public_name, data=data, args=dict(step.args), read_only=read_only,
                         answers=answers, listing=listing, changes=tuple(step.changes),
                         hidden=sensitive_fields(step.tool), entity=entity,
                         verb=step.tool.name.split("_")[0])
@@ -1045,6 +1131,12 @@ def _fix_clause(message: str) -> str | None:
         return None
     clause = match.group(1).strip()
     return clause if len(clause.split()) >= 2 else None
+
+
+def _names_shown(text: str, record: dict[str, Any], result_text: str) -> bool:
+    """Whether ``text`` names the record by a detail that ``result_text`` shows."""
+    return any(isinstance(v, str) and len(v) >= 3 and v != record.get("id") and v in text
+               and json.dumps(v, ensure_ascii=False) in result_text for v in record.values())
 
 
 def _shown_with_details(record: dict[str, Any], result_text: str) -> bool:

@@ -6,14 +6,19 @@ Llama 3.1's template tests ``'tool_calls' in message``), tool-call ``arguments``
 (chat templates serialize them once; a JSON string would be encoded twice) and ``tools`` are OpenAI
 function schemas as objects, ready for ``apply_chat_template(messages, tools=tools)``.
 
-- ``sft`` -> ``sft.jsonl``: TRL prompt-completion rows ``{"id", "prompt", "completion", "tools"}``
+Every row carries ``group``: the conversation it derives from (``Example.conversation``). A
+clarification is a prefix of its conversation and a perturbed example a variant of it, so a
+train/eval split of the rows must keep a ``group`` on one side (``prove train`` and ``prove eval``
+do).
+
+- ``sft`` -> ``sft.jsonl``: TRL prompt-completion rows ``{"id", "group", "prompt", "completion", "tools"}``
   for ``SFTTrainer`` with ``assistant_only_loss=True``: the loss covers the assistant turns of the
   completion and nothing else (not the prompt, not the tool results or user turns between them).
   A conversation is one row; an assistant turn marked ``mistake`` (a deliberately wrong call) ends
   a row and starts the next one, whose prompt holds the mistake and its tool result, so a mistake
   is only ever context and its recovery is trained. Rows without an assistant turn to train on
   are left out.
-- ``rl`` -> ``rl.jsonl``: prompt-only rows ``{"id", "prompt", "tools", "task"}`` for GRPO: the
+- ``rl`` -> ``rl.jsonl``: prompt-only rows ``{"id", "group", "prompt", "tools", "task"}`` for GRPO: the
   system prompt and the first user turn, the tools to render with them, and the task record the
   reward reads.
 - ``openrlhf`` -> ``openrlhf.jsonl``: ``{"id", "input", "label"}`` for OpenRLHF's prompt dataset,
@@ -39,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from prove_core.errors import ConfigError
-from prove_core.model import read_jsonl
+from prove_core.model import conversation_of, read_jsonl
 
 # The tool block Qwen2.5 and Qwen3 chat templates append to the system message for ``tools=``
 # (Hermes function calling): what the ``hermes`` parser expects the model to answer in.
@@ -109,7 +114,8 @@ def sft_examples(record: dict[str, Any]) -> list[dict[str, Any]]:
     if start is not None:
         spans.append((start, end))
     chat = [chat_message(m) for m in messages]
-    return [{"id": record["id"] if len(spans) == 1 else f"{record['id']}#{k}",
+    group = conversation_of(record)
+    return [{"id": record["id"] if len(spans) == 1 else f"{record['id']}#{k}", "group": group,
              "prompt": chat[:a], "completion": chat[a: b + 1], "tools": record["tools"]}
             for k, (a, b) in enumerate(spans)]
 
@@ -123,7 +129,8 @@ def rl_rows(corpus: Path) -> Iterator[dict[str, Any]]:
     for record in read_jsonl(corpus):
         prompt = prompt_messages(record)
         if prompt:
-            yield {"id": record["id"], "prompt": prompt, "tools": record["tools"], "task": record["task"]}
+            yield {"id": record["id"], "group": conversation_of(record), "prompt": prompt, "tools": record["tools"],
+                   "task": record["task"]}
 
 
 def openrlhf_row(record: dict[str, Any]) -> dict[str, Any]:
@@ -155,8 +162,10 @@ def hf_features() -> dict[str, Any]:
         raise ConfigError(f"the 'hf' export needs datasets>=4.7 (found {datasets.__version__}), whose Json type keeps "
                           "tool schemas and arguments exact: pip install -U 'datasets>=4.7'")
     text, messages = datasets.Value("string"), datasets.List(datasets.Json())
-    return {"sft": datasets.Features({"id": text, "prompt": messages, "completion": messages, "tools": messages}),
-            "rl": datasets.Features({"id": text, "prompt": messages, "tools": messages, "task": datasets.Json()})}
+    return {"sft": datasets.Features({"id": text, "group": text, "prompt": messages, "completion": messages,
+                                      "tools": messages}),
+            "rl": datasets.Features({"id": text, "group": text, "prompt": messages, "tools": messages,
+                                     "task": datasets.Json()})}
 
 
 def _hf(corpus: Path, out_dir: Path) -> Path:

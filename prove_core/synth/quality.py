@@ -207,7 +207,7 @@ def unnamed_entity_calls(example: Example, find: ToolFinder | None = None) -> tu
     user said it, or a result showed it as the only record of its kind, or showed it with a
     detail the user said (its name, "ending 1234"), or a call of the conversation created it."""
     user_text = ""
-    shown: dict[str, tuple[int, dict[str, Any]]] = {}  # id -> (records of its kind in that result, its record)
+    shown: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # id -> (records of its kind in a result, its record)
     created: set[str] = set()
     checked, guesses = 0, []
     seen_text = ""  # everything said or shown so far
@@ -228,7 +228,7 @@ def unnamed_entity_calls(example: Example, find: ToolFinder | None = None) -> tu
             for rid in ids | set(records):
                 kinds[rid.split("_", 1)[0]].add(rid)
             for rid in ids | set(records):
-                shown[rid] = (len(kinds[rid.split("_", 1)[0]]), records.get(rid, {}))
+                shown.setdefault(rid, []).append((len(kinds[rid.split("_", 1)[0]]), records.get(rid, {})))
             if isinstance(data, dict) and isinstance(data.get("id"), str):
                 created.add(data["id"])  # the record a call returned as its own
             if find is not None and _writes(example, find, message.name or ""):
@@ -242,14 +242,15 @@ def unnamed_entity_calls(example: Example, find: ToolFinder | None = None) -> tu
                 checked += 1
                 if value in user_text or value in created:
                     continue
-                count, record = shown.get(value, (0, {}))
-                if count == 1 or (not count and not any(ch.isdigit() for ch in value)):
-                    continue  # the only one shown; or a word with an underscore ("card_purchase"), not an id
-                details = [v for k, v in record.items() if isinstance(v, str) and len(v) >= 3 and v != value
-                           and not ID_PATTERN.fullmatch(v) and (k in _DETAILS or k.endswith(_DETAIL_ENDS)
-                                                                or _NAMELIKE.search(v))]
+                sightings = shown.get(value, [])
+                if any(count == 1 for count, _ in sightings) or (not sightings and not any(ch.isdigit() for ch in value)):
+                    continue  # the only one of its kind a result showed; or a word with an underscore, not an id
+                details = [v for _, record in sightings for k, v in record.items() if isinstance(v, str) and len(v) >= 3
+                           and v != value and not ID_PATTERN.fullmatch(v)
+                           and (k in _DETAILS or k.endswith(_DETAIL_ENDS) or _NAMELIKE.search(v))]
                 if any(d in user_text for d in details):
                     continue
+                count = max((c for c, _ in sightings), default=0)
                 guesses.append(f"{call.name}: {value}" + (" (one of several in a result)" if count else " (never shown)"))
     return checked, guesses
 

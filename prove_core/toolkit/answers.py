@@ -33,7 +33,7 @@ SENSITIVE_FIELDS = frozenset({
 })
 # Fields nobody asks about: bookkeeping a reply has no reason to state.
 BOOKKEEPING = frozenset({"id", "as_of", "created_at", "updated_at", "modified_at", "etag", "version", "cursor",
-                         "next_cursor", "page", "page_size", "offset", "limit", "has_more", "_seq"})
+                         "next_cursor", "page", "page_size", "offset", "has_more", "_seq"})
 # Words that say what a field is about, never what the user asked for.
 _FILLER = frozenset({"get", "list", "show", "find", "search", "check", "my", "the", "of", "a", "an", "for", "in", "on",
                      "all", "me", "id", "ids", "info", "details", "detail", "is", "to", "and", "with", "what", "how"})

@@ -271,16 +271,22 @@ def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[E
     """A seeded held-out split, stratified by expected behaviour: each behaviour (call, clarify,
     abstain) is held out in proportion to its share of the corpus, and one with two examples or
     more gets at least one held-out task when there is room, so a small held-out set still scores
-    clarification and abstention. Held-out tasks are never trained on."""
-    n = min(held_out, max(0, len(examples) - 1))
+    clarification and abstention. Held-out tasks are never trained on, and neither is anything
+    derived from the same conversation (a clarification is a prefix of its conversation, a
+    perturbed example a variant): a conversation goes to one side whole, with its companions."""
+    together: dict[str, list[int]] = {}
+    for i, example in enumerate(examples):
+        together.setdefault(example.conversation, []).append(i)
+    units = list(together.values())  # each drawn by its first example's behaviour
+    n = min(held_out, max(0, len(units) - 1))
     rng = random.Random(f"held-out:{seed}")
     groups: dict[str, list[int]] = {}
-    for i, example in enumerate(examples):
-        groups.setdefault(example.task.expected, []).append(i)
+    for u, members in enumerate(units):
+        groups.setdefault(examples[members[0]].task.expected, []).append(u)
     for members in groups.values():
         rng.shuffle(members)
     names = sorted(groups, key=lambda b: (-len(groups[b]), b))
-    share = {b: n * len(groups[b]) / len(examples) for b in names}
+    share = {b: n * len(groups[b]) / len(units) for b in names}
     quota = {b: int(share[b]) for b in names}
     for b in sorted(names, key=lambda b: (quota[b] - share[b], names.index(b)))[: n - sum(quota.values())]:
         quota[b] += 1  # the largest remainders
@@ -288,7 +294,7 @@ def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[E
         donor = max(names, key=lambda d: (quota[d], -names.index(d)))
         if quota[b] == 0 and len(groups[b]) >= 2 and quota[donor] > 1:
             quota[b], quota[donor] = 1, quota[donor] - 1
-    chosen = {i for b in names for i in groups[b][: quota[b]]}
+    chosen = {i for b in names for u in groups[b][: quota[b]] for i in units[u]}
     return [e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in sorted(chosen)]
 
 

@@ -58,12 +58,15 @@ def test_a_hidden_tool_is_one_the_first_request_calls(server, plugins, tmp_path)
                                      "cache_dir": str(tmp_path / "c")}})
     synthesize(exp, plugins, echo=lambda _: None, progress=False)
     hidden, context = HiddenTool(HiddenTool.Config()), PerturbationContext(plugins.registry)
-    checked = 0
+    checked = found = 0
     for record in read_jsonl(tmp_path / "h" / "synth" / "corpus.jsonl"):
         example = from_json(record, Example)
         if example.task.expected != "call":
             continue
         out = hidden.apply(example, random.Random(0), context)
+        if out is None:  # another offered tool finds what the hidden one would have: no clarification
+            found += 1
+            continue
         (change,) = out.task.meta["perturbations"]
         first_request = {c.id: c.tool for c in example.task.calls if c.id in example.task.meta["turns"][0]}
         assert change["tool"] in first_request.values()  # the first request calls it
@@ -72,4 +75,4 @@ def test_a_hidden_tool_is_one_the_first_request_calls(server, plugins, tmp_path)
         users = [m for m in out.messages if m.role == "user"]
         assert len(users) == 1 and users[0].content == next(m.content for m in example.messages if m.role == "user")
         checked += 1
-    assert checked >= 20
+    assert checked + found >= 20 and checked >= 5, (checked, found)

@@ -298,3 +298,24 @@ def test_the_fingerprint_covers_every_module_of_a_server_package(tmp_path, plugi
     assert after["nested"] != before["nested"] and after["flat"] == before["flat"]
     (root / "single.py").write_text("def seed(rng, options):\n    return 1\n")
     assert codes()["flat"] != after["flat"]
+
+
+def test_a_conversation_and_its_companions_stay_on_one_side_of_every_split(corpus):
+    """A clarification is a prefix of its conversation: the held-out split and the exports'
+    ``group`` keep them together, so no held-out task is a prefix of a trained one."""
+    from prove_core.model import Example, from_json
+    from prove_core.synth.exporters import rl_rows, sft_rows
+    from prove_core.train.core import split
+
+    examples = [from_json(r, Example) for r in read_jsonl(corpus["dir"] / "corpus.jsonl")]
+    companions = [e for e in examples if e.id.endswith("-clarify")]
+    assert companions and all(e.conversation == e.id.removesuffix("-clarify") for e in companions)
+    by_id = {e.id: e for e in examples}
+    assert all(by_id[e.conversation].conversation == e.conversation for e in companions if e.conversation in by_id)
+    for seed in range(5):
+        train, held = split(examples, 12, seed)
+        assert not {e.conversation for e in train} & {e.conversation for e in held}
+        assert len(train) + len(held) == len(examples)
+    groups = {r["id"]: r["group"] for r in rl_rows(corpus["dir"] / "corpus.jsonl")}
+    assert all(groups[e.id] == e.conversation for e in examples if e.id in groups)
+    assert {r["group"] for r in sft_rows(corpus["dir"] / "corpus.jsonl")} <= {e.conversation for e in examples}
