@@ -77,6 +77,7 @@ def corruptions(text: str, role: str, before: list[dict[str, Any]]) -> Iterable[
 def measure(examples: Iterable[Example]) -> dict[str, Any]:
     turns, false_alarms, tried, accepted = 0, Counter[str](), Counter[str](), Counter[str]()
     missed: dict[str, str] = {}
+    alarms: dict[str, list[str]] = {}
     started = time.perf_counter()
     checks = 0
     for example in examples:
@@ -89,8 +90,9 @@ def measure(examples: Iterable[Example]) -> dict[str, Any]:
             before: list[dict[str, Any]] = messages[:i]
 
             checks += 1
-            false_alarms.update(p.kind for p in check_turn(m.content, m.content, m.role, before,
-                                                           language_of_conversation=lang))
+            for problem in check_turn(m.content, m.content, m.role, before, language_of_conversation=lang):
+                false_alarms[problem.kind] += 1
+                alarms.setdefault(problem.kind, []).append(f"{m.content[:300]} -- {problem}")
             for kind, bad in corruptions(m.content, m.role, before):
                 checks += 1
                 tried[kind] += 1
@@ -99,6 +101,7 @@ def measure(examples: Iterable[Example]) -> dict[str, Any]:
                     missed.setdefault(kind, bad)
     seconds = time.perf_counter() - started
     return {"turns": turns, "drafts_refused": sum(false_alarms.values()), "refused_why": dict(false_alarms),
+            "examples_of_false_alarms": {k: v[:5] for k, v in alarms.items()},
             "bad_tried": dict(tried), "bad_accepted": dict(accepted), "examples_of_misses": missed,
             "ms_per_check": round(1000 * seconds / max(1, checks), 3)}
 

@@ -76,7 +76,8 @@ _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d
 _DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+(\d{{4}}))?\b", re.I)
 _SLASH_DATE = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
 _TIME = re.compile(r"\b(\d{1,2}):(\d{2})(?::\d{2})?\s*([ap]\.?m\.?)?(?![\w:])|\b(\d{1,2})\s*([ap]\.?m\.?)(?!\w)", re.I)
-_NUMBER = re.compile(r"(?<![\w.,])([-−]?)\s?([$€£¥])?\s?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?!\.?\d)(\s?%)?")
+_NUMBER = re.compile(r"(?<![\w.,])([$€£¥]\s?)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?!\.?\d)(\s?%)?")
+_CODE = re.compile(r"(?<![\w-])(?=[\w-]*[^\W\d_])(?=[\w-]*\d)\w+(?:-\w+)*(?![\w-])")  # GRD-10216, PAY-2, 4F
 _QUOTED = re.compile(r"\"([^\"\n]{2,80})\"|“([^”\n]{2,80})”|(?<!\w)'([^'\n]{2,80})'(?!\w)")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|^\s*[-*•]\s+", re.M)
@@ -109,22 +110,25 @@ class Problem:
 
 @attrs.frozen
 class Fact:
-    """One checkable fact: ``kind`` (id, email, number, date, time, quote, name), the text as
-    written, and its value (a lowercase string, a Decimal with its decimals, a (y, m, d) with y
-    None when not written, an (h, m))."""
+    """One checkable fact: ``kind`` (id — also an e-mail, a URL, a code such as GRD-10216 —, number,
+    date, time, quote, name), the text as
+    written, and its value (a lowercase string; for a number (Decimal, decimals written, is a
+    percentage); a (y, m, d) with y None when not written; an (h, m))."""
 
     kind: str
     text: str
     value: Any
 
 
-def _number(sign: str, digits: str, percent: str | None) -> tuple[Decimal, int, bool] | None:
+def _number(digits: str, percent: str | None) -> tuple[Decimal, int, bool] | None:
+    """(value, decimals written, is a percentage); a sign is not read: "-$50" and "$50 debited"
+    state the same amount."""
     try:
         value = Decimal(digits.replace(",", ""))
     except InvalidOperation:
         return None
     decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
-    return abs(value), decimals, bool(percent)
+    return value, decimals, bool(percent)
 
 
 def _month(name: str) -> int:
@@ -139,8 +143,14 @@ def _hour(hour: int, meridiem: str | None) -> int:
 
 
 def facts(text: str) -> list[Fact]:
-    """The facts ``text`` states; each kind is cut out before the next is read, so the digits of
-    an id or a date are not read again as numbers."""
+    """The facts ``text`` states."""
+    return _read(text)[0]
+
+
+def _read(text: str) -> tuple[list[Fact], str]:
+    """The facts of ``text`` and what is left of it once they are cut out. Each kind is cut out
+    before the next is read, so the digits of an id, a code or a date are not read again as
+    numbers, nor a quoted title's words as names."""
     found: list[Fact] = []
 
     def cut(pattern: re.Pattern[str], make: Any) -> None:
@@ -154,22 +164,23 @@ def facts(text: str) -> list[Fact]:
 
         text = pattern.sub(one, text)
 
-    cut(_URL, lambda m: [Fact("email", m.group(0), m.group(0).lower().rstrip(".,)"))])
-    cut(_EMAIL, lambda m: [Fact("email", m.group(0), m.group(0).lower())])
+    cut(_QUOTED, lambda m: [Fact("quote", m.group(0), _norm(q)) for q in [next(g for g in m.groups() if g)]
+                            if any(c.isalpha() for c in q)])
+    cut(_URL, lambda m: [Fact("id", m.group(0), m.group(0).lower().rstrip(".,)"))])
+    cut(_EMAIL, lambda m: [Fact("id", m.group(0), m.group(0).lower())])
     cut(ID_PATTERN, lambda m: [Fact("id", m.group(0), m.group(0))])
     cut(_ISO, lambda m: [Fact("date", m.group(0), (int(m[1]), int(m[2]), int(m[3]))),
                          Fact("time", m.group(0), (int(m[4]), int(m[5]))) if m[4] else None])
     cut(_MONTH_DAY, lambda m: [Fact("date", m.group(0), (int(m[3]) if m[3] else None, _month(m[1]), int(m[2])))])
     cut(_DAY_MONTH, lambda m: [Fact("date", m.group(0), (int(m[3]) if m[3] else None, _month(m[2]), int(m[1])))])
-    cut(_SLASH_DATE, lambda m: [Fact("date", m.group(0), (int(m[3]), int(m[1]), int(m[2]))),
-                                Fact("date", m.group(0), (int(m[3]), int(m[2]), int(m[1])))][:1])
+    cut(_SLASH_DATE, lambda m: [Fact("date", m.group(0), (int(m[3]), int(m[1]), int(m[2])))])  # month first
     cut(_TIME, lambda m: [Fact("time", m.group(0), (_hour(int(m[1]), m[3]), int(m[2])) if m[1] else
                                (_hour(int(m[4]), m[5]), 0))])
-    cut(_QUOTED, lambda m: [Fact("quote", m.group(0), _norm(next(g for g in m.groups() if g)))])
+    cut(_CODE, lambda m: [Fact("id", m.group(0), m.group(0).lower())])
     cut(_NUMBER, lambda m: [Fact("number", m.group(0).strip(), parsed)
-                            for parsed in [_number(m[1], m[3], m[4])] if parsed is not None])
+                            for parsed in [_number(m[2], m[3])] if parsed is not None])
     found += _names(text)
-    return found
+    return found, text
 
 
 def _names(text: str) -> list[Fact]:
@@ -182,8 +193,8 @@ def _names(text: str) -> list[Fact]:
         runs: list[list[str]] = []
         previous: re.Match[str] | None = None
         for match in words:
-            word = re.sub(r"['’]s$", "", match.group(0))  # "Whitfield's" names Whitfield
-            if not (word[0].isupper() and word.lower() not in COMMON):
+            word = match.group(0)
+            if not (word[0].isupper() and re.sub(r"['’]s$", "", word).lower() not in COMMON):
                 previous = None
                 continue
             if previous is not None and sentence[previous.end():match.start()].isspace():
@@ -215,7 +226,7 @@ class Support:
     def __init__(self) -> None:
         self.ids: set[str] = set()
         self.numbers: set[Decimal] = set()
-        self.dates: set[tuple[int, int, int]] = set()
+        self.dates: set[tuple[int | None, int, int]] = set()  # the year None where the text gave none
         self.times: set[tuple[int, int]] = set()
         self.text: list[str] = []
         self._joined: str | None = None
@@ -243,11 +254,11 @@ class Support:
             self.add_text(value)
 
     def _add_fact(self, fact: Fact) -> None:
-        if fact.kind in ("id", "email"):
+        if fact.kind == "id":
             self.ids.add(fact.value)
         elif fact.kind == "number":
             self.numbers.add(fact.value[0])
-        elif fact.kind == "date" and fact.value[0] is not None:
+        elif fact.kind == "date":
             self.dates.add(fact.value)
         elif fact.kind == "time":
             self.times.add(fact.value)
@@ -259,18 +270,24 @@ class Support:
         return self._joined
 
     def supports(self, fact: Fact) -> bool:
-        if fact.kind in ("id", "email"):
-            return fact.value in self.ids or f" {fact.value} " in self.joined
+        if fact.kind == "id":
+            return fact.value in self.ids
         if fact.kind == "number":
             value, decimals, percent = fact.value
             wanted = {value, value / 100} if percent else {value}
             return any(_same_number(w, n, decimals) for w in wanted for n in self.numbers)
         if fact.kind == "date":
             year, month, day = fact.value
-            return any(d[1:] == (month, day) and year in (None, d[0]) for d in self.dates)
+            return any(d[1:] == (month, day) and (year is None or d[0] == year) for d in self.dates)
         if fact.kind == "time":
             return fact.value in self.times
-        return re.search(rf"(?<!\w){re.escape(fact.value)}(?!\w)", self.joined) is not None
+        return any(re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.joined) for value in _phrases(fact.value))
+
+
+def _phrases(name: str) -> tuple[str, ...]:
+    """A name as it may stand in the conversation: "dana whitfield's" also as "dana whitfield"."""
+    bare = re.sub(r"'s$", "", name)
+    return (name, bare) if bare != name else (name,)
 
 
 def _same_number(written: Decimal, known: Decimal, decimals: int) -> bool:
@@ -286,7 +303,7 @@ def _same_number(written: Decimal, known: Decimal, decimals: int) -> bool:
 def _kept(fact: Fact, text_facts: list[Fact], text: str) -> bool:
     """Whether a template fact is still in the rewrite (as a value; a date may drop its year)."""
     if fact.kind in ("name", "quote"):
-        return fact.value in _norm(text) or CURRENCY_SIGNS.get(fact.value, "\0") in text
+        return any(p in _norm(text) for p in _phrases(fact.value)) or CURRENCY_SIGNS.get(fact.value, "\0") in text
     for other in text_facts:
         if other.kind != fact.kind:
             continue
@@ -304,7 +321,8 @@ def _kept(fact: Fact, text_facts: list[Fact], text: str) -> bool:
 
 STOPWORDS = {
     "en": "the and you your is are to of for it that this with have has was be on in my me i please can could "
-          "would will not what which there here done thanks just been",
+          "would will not what which there here done thanks just been as at by from an all now then up out new get "
+          "show also about one more next some any our we they their them its if or so",
     "es": "el la los las que de y en por para con una un es su mi favor puedes gracias está están fue se "
           "del al lo le como pero más cuenta hola quiero necesito",
     "fr": "le la les des et est une un pour que qui dans avec vous votre mon ma mes je ne pas sur au aux "
@@ -322,8 +340,10 @@ _STOP = {lang: frozenset(words.split()) - frozenset(w for other, ws in STOPWORDS
 
 
 def language_scores(text: str) -> dict[str, int]:
-    """How many of each language's own stop words the text uses."""
-    words = [w.lower() for w in _WORD.findall(text)]
+    """How many of each language's own stop words the text's own words use: the words left once
+    its facts are cut out, written in lowercase (a name, a city or a code copied from the data
+    says nothing about the language the text is written in: "Chicago, IL", "Los Angeles")."""
+    words = [w for w in _WORD.findall(_read(text)[1]) if w[0].islower()]
     return {lang: sum(w in stop for w in words) for lang, stop in _STOP.items()}
 
 

@@ -166,6 +166,10 @@ def test_values_are_matched_as_values_not_substrings():
     for wrong in ("1409", "140", "4", "40.5", "1,234,567.89", "0.40"):  # each contains "40" or is inside "1409"
         kinds = {p.kind for p in check_turn(ok.format(wrong), REPORT, "assistant", support, language_of_conversation="en")}
         assert "invented" in kinds, wrong
+    named = [*support, {"role": "user", "content": "Note it's for Maria Gonzalez, she asked on 2026-03-09."}]
+    approved = REPORT + " Maria Gonzalez asked for it on March 9."
+    assert check_turn(approved, REPORT, "assistant", support, language_of_conversation="en") != []
+    assert check_turn(approved, REPORT, "assistant", named, language_of_conversation="en") == []  # a user turn names her
     assert [f.value for f in facts("on March 5, 2024 and 2024-03-05T09:30:00Z")] == [(2024, 3, 5), (9, 30), (2024, 3, 5)]
 
 
