@@ -4,7 +4,9 @@ text gets through.
 Synthesizes a corpus with the programmatic teacher (banking and shopping; ``--all-servers``:
 every server), then for every text turn of it asks the guards (``plugins/synth/guards.py``) about:
 
-- the drafted turn itself, as its own rewrite — a refusal here is a false alarm (goal 0);
+- the drafted turn itself, as its own rewrite, and written otherwise with the same facts (another
+  opener, its sentences reordered, its dates in words, thousands separated) — a refusal here is a
+  false alarm (goal 0);
 - the drafted turn with one thing a careless model does to it — an invented name or amount, a
   number changed into one that contains it ("40" -> "1409"), an id or a date that is not in the
   conversation, a negated request, success claimed after a failed call, failure or "nothing was
@@ -74,8 +76,28 @@ def corruptions(text: str, role: str, before: list[dict[str, Any]]) -> Iterable[
             yield "nothing changed after a success", text + " Nothing was changed."
 
 
+ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b(?!T)")
+BIG = re.compile(r"(?<![\w.,-])(\d{4,})(?![\w.,-])")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+
+
+def paraphrases(text: str) -> Iterable[tuple[str, str]]:
+    """(kind, good text) pairs: the same facts written otherwise, which the guards must keep."""
+    yield "another opener", "Sure — " + text[0].lower() + text[1:] if not text[:2].isupper() else "Sure — " + text
+    sentences = re.split(r"(?<=[.!?])\s+", text.strip())
+    if len(sentences) > 1 and '"' not in text:  # a quoted title may hold sentences of its own
+        yield "sentences reordered", " ".join(reversed(sentences))
+    if ISO_DATE.search(text):
+        yield "dates in words", ISO_DATE.sub(lambda m: f"{MONTHS[int(m[2]) - 1]} {int(m[3])}, {m[1]}", text)
+    if BIG.search(text) and '"' not in text:  # not inside a title, not a year, not a code
+        yield "thousands separated", BIG.sub(lambda m: m[1] if m[1].startswith("0") or 1900 <= int(m[1]) <= 2100
+                                             else f"{int(m[1]):,}", text)
+
+
 def measure(examples: Iterable[Example]) -> dict[str, Any]:
     turns, false_alarms, tried, accepted = 0, Counter[str](), Counter[str](), Counter[str]()
+    good_tried, good_refused = Counter[str](), Counter[str]()
     missed: dict[str, str] = {}
     alarms: dict[str, list[str]] = {}
     started = time.perf_counter()
@@ -93,6 +115,13 @@ def measure(examples: Iterable[Example]) -> dict[str, Any]:
             for problem in check_turn(m.content, m.content, m.role, before, language_of_conversation=lang):
                 false_alarms[problem.kind] += 1
                 alarms.setdefault(problem.kind, []).append(f"{m.content[:300]} -- {problem}")
+            for kind, good in paraphrases(m.content):
+                checks += 1
+                good_tried[kind] += 1
+                problems = check_turn(good, m.content, m.role, before, language_of_conversation=lang)
+                if problems:
+                    good_refused[kind] += 1
+                    alarms.setdefault(kind, []).append(f"{good[:300]} -- {problems[0]}")
             for kind, bad in corruptions(m.content, m.role, before):
                 checks += 1
                 tried[kind] += 1
@@ -102,6 +131,7 @@ def measure(examples: Iterable[Example]) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     return {"turns": turns, "drafts_refused": sum(false_alarms.values()), "refused_why": dict(false_alarms),
             "examples_of_false_alarms": {k: v[:5] for k, v in alarms.items()},
+            "good_tried": dict(good_tried), "good_refused": dict(good_refused),
             "bad_tried": dict(tried), "bad_accepted": dict(accepted), "examples_of_misses": missed,
             "ms_per_check": round(1000 * seconds / max(1, checks), 3)}
 
@@ -138,8 +168,9 @@ def main(argv: list[str] | None = None, *, emit: Callable[[str], None] = print) 
     report = measure(from_json(r, Example) for r in read_jsonl(corpus))
     emit(json.dumps(report, indent=2))
     tried, accepted = sum(report["bad_tried"].values()), sum(report["bad_accepted"].values())
+    good, refused = sum(report["good_tried"].values()), sum(report["good_refused"].values())
     emit(f"drafted turns refused as their own rewrite: {report['drafts_refused']} of {report['turns']} (goal 0); "
-         f"bad rewrites accepted: {accepted} of {tried} (goal 0)")
+         f"good rewrites refused: {refused} of {good} (goal 0); bad rewrites accepted: {accepted} of {tried} (goal 0)")
     return report
 
 
