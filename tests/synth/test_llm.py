@@ -140,6 +140,9 @@ def test_llm_options_are_checked_with_paths(tmp_path, plugins):
     exp = experiment(tmp_path, examples=2, teacher="llm", llm={"base_ur1": "x"})
     with pytest.raises(ConfigError, match=r"\$\.synth\.llm: extra fields found \(base_ur1\)"):
         synthesize(exp, plugins, echo=lambda _: None, progress=False)
+    exp = experiment(tmp_path, examples=2, teacher="llm", llm={"on_endpoint_failure": "retry"})
+    with pytest.raises(ConfigError, match=r"\$\.synth\.llm\.on_endpoint_failure: .*retry"):
+        synthesize(exp, plugins, echo=lambda _: None, progress=False)
 
 
 def test_unreachable_endpoint_is_a_clear_error():
