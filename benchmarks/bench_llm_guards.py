@@ -33,14 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prove_core.model import Example, from_json, read_jsonl  # noqa: E402
 from prove_core.synth.validation import ID_PATTERN  # noqa: E402
-from prove_plugins.synth.guards import check_turn, is_error_result, language, support_for  # noqa: E402
+from prove_plugins.synth.guards import check_turn, language, last_results, support_for  # noqa: E402
 
 NUMBER = re.compile(r"(?<![\w.])\d+(?![\w.])")
-
-
-def _failed_before(before: list[dict[str, Any]]) -> bool | None:
-    last = before[-1] if before else {}
-    return is_error_result(last.get("content")) if last.get("role") == "tool" else None
 
 
 def corruptions(text: str, role: str, before: list[dict[str, Any]]) -> Iterable[tuple[str, str]]:
@@ -67,10 +62,10 @@ def corruptions(text: str, role: str, before: list[dict[str, Any]]) -> Iterable[
     if role == "user":
         yield "negated request", "Actually, please don't do this: " + text[0].lower() + text[1:]
         return
-    failed = _failed_before(before)
-    if failed is True:
+    outcomes = last_results(before)
+    if outcomes and all(outcomes):
         yield "success after a failure", "All set, that went through. " + text
-    elif failed is False:
+    elif outcomes and not any(outcomes):
         yield "failure after a success", "Unfortunately that failed. " + text
         if "nothing was changed" not in text.lower():
             yield "nothing changed after a success", text + " Nothing was changed."

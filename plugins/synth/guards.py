@@ -416,6 +416,17 @@ def is_error_result(content: str | None) -> bool:
 # -- the check ---------------------------------------------------------------------------------------
 
 
+def last_results(messages: list[dict[str, Any]]) -> list[bool]:
+    """Whether each result of the calls just made (the tool messages ending ``messages``, several
+    after parallel calls) is an error; empty when the last message is not a tool result."""
+    out = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        out.append(is_error_result(message.get("content")))
+    return out[::-1]
+
+
 def support_for(messages: Iterable[dict[str, Any]]) -> Support:
     """What the conversation so far supports: the system prompt, user turns, tool results (the
     arguments the assistant called with came from these)."""
@@ -460,14 +471,13 @@ def check_turn(text: str, template: str, role: str, before: list[dict[str, Any]]
         if _cues(NEGATION, text) - _cues(NEGATION, template):
             problems.append(Problem("negated", "negates the request"))
         return problems
-    last = before[-1] if before else {}
-    if last.get("role") == "tool":
-        failed = is_error_result(last.get("content"))
-        if failed and not _cues(FAILED, text):
+    outcomes = last_results(before)
+    if outcomes:
+        if any(outcomes) and not _cues(FAILED, text):
             problems.append(Problem("unreported_failure", "does not say that the call failed"))
-        if failed and _claims_success(text) - _claims_success(template):
+        if all(outcomes) and _claims_success(text) - _claims_success(template):
             problems.append(Problem("false_success", "claims success where the call failed"))
-        if not failed and _cues(FAILED, text) - _cues(FAILED, template):
+        if not any(outcomes) and _cues(FAILED, text) - _cues(FAILED, template):
             problems.append(Problem("false_failure", "claims failure where the call succeeded"))
     if _cues(UNCHANGED, text) and not _cues(UNCHANGED, template):
         problems.append(Problem("false_unchanged", "claims nothing was changed"))

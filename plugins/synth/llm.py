@@ -32,7 +32,7 @@ from prove_core.errors import RequestFailed
 from prove_core.model import Example, Message
 from prove_core.synth.graph import Edge, ToolGraph, schema_hash
 from prove_plugins.synth.graph import REJECTED
-from prove_plugins.synth.guards import Problem, check_turn, is_error_result, language, strip_reasoning
+from prove_plugins.synth.guards import Problem, check_turn, language, last_results, strip_reasoning
 from prove_plugins.synth.teacher import ProgrammaticTeacher
 from prove_plugins.train.models.clients import post_json
 
@@ -290,10 +290,8 @@ class LLMTeacher(ProgrammaticTeacher):
 
     def _turn(self, client: ChatClient, role: str, draft: str, before: list[dict[str, Any]], lang: str | None,
               style: str | None, tally: Counter[str]) -> str:
-        last = before[-1] if before else {}
         meaning = ("what the user asks for, not its opposite" if role == "user" else
-                   "the call failed" if last.get("role") == "tool" and is_error_result(last.get("content")) else
-                   "what the results say, nothing more")
+                   "say that the call failed" if any(last_results(before)) else "what the results say, nothing more")
         prompt = REWRITE_PROMPT.format(transcript=_transcript(before), role=role, draft=draft, meaning=meaning,
                                        style=f", in the voice of a {style} user" if style else "")
         problems: list[Problem] = []

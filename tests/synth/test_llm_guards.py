@@ -211,3 +211,17 @@ def test_on_a_corpus_no_draft_is_refused_and_no_careless_rewrite_gets_through(co
     assert sum(report["good_tried"].values()) > report["turns"]
     assert report["bad_accepted"] == {}, report["examples_of_misses"]
     assert sum(report["bad_tried"].values()) > 1000 and len(report["bad_tried"]) == 9
+
+
+def test_after_parallel_calls_a_failure_among_them_must_be_said_and_a_success_may_be():
+    context = before(FAILURE)
+    parallel = [*context[:-2], {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_2", "type": "function", "function": {"name": "transfer", "arguments": "{}"}},
+        {"id": "call_3", "type": "function", "function": {"name": "get_account", "arguments": "{}"}}]},
+        context[-1], {"role": "tool", "tool_call_id": "call_3", "name": "get_account", "content": json.dumps(RESULT)}]
+    draft = FAILURE + " Your checking account has 40 USD."
+    mixed = "The transfer was refused: Balance 40.00 is below 75.00. The account check went through: 40 USD."
+    assert check_turn(mixed, draft, "assistant", parallel, language_of_conversation="en") == []
+    hidden = "All done: your checking account has 40 USD, and 75.00 is noted. Balance 40.00."
+    assert "unreported_failure" in {p.kind for p in check_turn(hidden, draft, "assistant", parallel,
+                                                                 language_of_conversation="en")}
