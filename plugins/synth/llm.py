@@ -3,38 +3,52 @@ server, a hosted API): the ``llm`` graph labeller and the ``llm`` teacher.
 
 Both are configured by ``[synth.llm]`` (base URL, model, API-key variable). Model output is
 never trusted as is: labels must be valid JSON naming real tools and are then verified live
-like the schema labeller's; teacher text must mention every value the call needs and no id
-that does not exist, or it is regenerated (and after ``max_retries`` the programmatic
-teacher's text is used, so synthesis never stops on a bad generation).
+like the schema labeller's; the teacher rewrites each turn the programmatic teacher drafted and
+keeps a rewrite only when the guards of ``plugins/synth/guards.py`` find every fact in it
+supported by the conversation, none of the draft's facts lost, the language and the episode's
+outcome unchanged; otherwise it asks again (``max_retries``) and then keeps the draft.
+
+Requests are retried with exponential backoff on timeouts, connection errors and HTTP 5xx/429
+(``request_retries``, ``backoff_s``). An endpoint still failing after that raises
+``EndpointUnavailable`` and stops the run, which a rerun resumes where it stopped
+(``on_endpoint_failure = "stop"``), or leaves that conversation's drafted text in place
+(``"template"``, counted in the synthesis stats as ``teacher.endpoint_fallbacks``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import random
 import re
-import urllib.error
-import urllib.request
-from typing import Any
+import time
+from collections import Counter
+from typing import Any, Literal
 
 import attrs
 import structlog
 
 from prove_core import hookimpl
 from prove_core.env.runtime import Environment, example_at
-from prove_core.errors import ProveError
+from prove_core.errors import RequestFailed
+from prove_core.model import Example, Message
 from prove_core.synth.graph import Edge, ToolGraph, schema_hash
-from prove_core.synth.validation import ID_PATTERN
 from prove_plugins.synth.graph import REJECTED
+from prove_plugins.synth.guards import Problem, check_turn, language, last_results, strip_reasoning
 from prove_plugins.synth.teacher import ProgrammaticTeacher
+from prove_plugins.train.models.clients import post_json
 
 log = structlog.get_logger()
 
 
 @attrs.frozen(kw_only=True)
 class LLMConfig:
-    """``[synth.llm]``: where the OpenAI-compatible endpoint is."""
+    """``[synth.llm]``: where the OpenAI-compatible endpoint is and how to treat it.
+
+    ``max_retries``: how often an unusable text is asked for again before the draft is kept;
+    ``request_retries`` / ``backoff_s``: how often a failed request (timeout, connection error,
+    HTTP 5xx or 429) is sent again, after ``backoff_s``, then twice as long each time;
+    ``on_endpoint_failure``: what an endpoint still failing after that does to the run —
+    ``"stop"`` raises ``EndpointUnavailable`` (a rerun resumes), ``"template"`` keeps that
+    conversation's drafted text and skips the endpoint for ``cooldown_s``."""
 
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "default"
@@ -42,32 +56,42 @@ class LLMConfig:
     temperature: float = 0.7
     timeout_s: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
     max_retries: int = attrs.field(default=3, validator=attrs.validators.ge(0))
+    request_retries: int = attrs.field(default=4, validator=attrs.validators.ge(0))
+    backoff_s: float = attrs.field(default=1.0, validator=attrs.validators.ge(0))
+    on_endpoint_failure: Literal["stop", "template"] = attrs.field(
+        default="stop", validator=attrs.validators.in_(("stop", "template")))
+    cooldown_s: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
+
+
+class EndpointUnavailable(RequestFailed):
+    """The LLM endpoint kept failing after its retries. Examples already written stay; run
+    ``prove synth`` again once the endpoint is back and it continues where it stopped."""
 
 
 class ChatClient:
-    """A minimal client for ``POST {base_url}/chat/completions`` (no SDK dependency)."""
+    """A minimal client for ``POST {base_url}/chat/completions`` (no SDK dependency); replies come
+    back without their reasoning blocks."""
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
 
     def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None) -> str:
-        body = json.dumps({"model": self.config.model, "messages": messages,
-                           "temperature": self.config.temperature if temperature is None else temperature}).encode()
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.config.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(self.config.base_url.rstrip("/") + "/chat/completions", data=body,
-                                         headers=headers, method="POST")
+        cfg = self.config
+        body = {"model": cfg.model, "messages": messages,
+                "temperature": cfg.temperature if temperature is None else temperature}
         try:
-            with urllib.request.urlopen(request, timeout=self.config.timeout_s) as response:
-                payload = json.loads(response.read())
-        except (urllib.error.URLError, TimeoutError, json.JSONDecodeError) as exc:
-            raise ProveError(f"LLM endpoint {self.config.base_url} failed: {exc}") from None
+            payload = post_json(cfg.base_url.rstrip("/") + "/chat/completions", body, api_key_env=cfg.api_key_env,
+                                timeout_s=cfg.timeout_s, retries=cfg.request_retries, backoff_s=cfg.backoff_s)
+        except RequestFailed as exc:
+            tries = cfg.request_retries + 1 if exc.status is None or exc.status >= 500 or exc.status == 429 else 1
+            raise EndpointUnavailable(
+                f"LLM endpoint {cfg.base_url} failed after {tries} attempt(s): {str(exc).split(' failed: ', 1)[-1]}; "
+                "examples already written are kept — run `prove synth` again once it answers and it continues "
+                "where it stopped (or set [synth.llm] on_endpoint_failure = \"template\")", status=exc.status) from None
         try:
-            return payload["choices"][0]["message"]["content"] or ""
+            return strip_reasoning(payload["choices"][0]["message"]["content"] or "")
         except (KeyError, IndexError, TypeError):
-            raise ProveError(f"LLM endpoint {self.config.base_url} returned no choices") from None
+            raise EndpointUnavailable(f"LLM endpoint {cfg.base_url} returned no choices") from None
 
 
 def _json_block(text: str) -> Any:
@@ -193,12 +217,17 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-USER_PROMPT = """Write one message from a user to an assistant that can use tools. Persona: {persona}.
-The user wants to: {intents}.
-{values}Write only the message, in the persona's voice, one or two sentences."""
-REPORT_PROMPT = """You are an assistant. Summarise these tool results for the user in one or two sentences;
-quote ids and amounts exactly as they appear:
-{results}"""
+REWRITE_PROMPT = """You help write a training conversation between a user and an assistant that acts through tools.
+The conversation so far:
+{transcript}
+
+Write the next {role} message in your own words{style}. This draft says what it must say:
+{draft}
+
+Keep every id, number, amount, date, time, name and quoted title exactly as the draft or the conversation writes it;
+add no fact of your own; keep its meaning ({meaning}); write in the conversation's language.
+Reply with the message only."""
+AGAIN = "\n\nYour last version was refused: {problems}. Write it again."
 
 
 @attrs.frozen(kw_only=True)
@@ -209,55 +238,101 @@ class LLMTeacherConfig:
 
 
 class LLMTeacher(ProgrammaticTeacher):
-    """Writes user and assistant text with an LLM; the calls still come from the live plan.
+    """Puts a drafted conversation into a model's words, turn by turn; the calls still come from
+    the live plan and every drafted turn is the reference its rewrite is checked against.
 
-    A user message must contain every value the plan says the user gives (else the assistant
-    could not know it) and no id-like token that does not exist; a report must not invent ids.
-    Unusable text is regenerated, then replaced by the programmatic template."""
+    The pipeline drafts with the programmatic teacher's methods (inherited), then calls
+    ``rewrite`` on each conversation before replay validation. What happened is recorded in the
+    example's ``task.meta["teacher"]`` and summed in the synthesis stats."""
 
     name = "llm"
-    description = "Teacher whose user and assistant text comes from an LLM (OpenAI-compatible endpoint)."
+    description = "Teacher whose user and assistant text comes from an LLM (OpenAI-compatible endpoint), guarded."
     Config = LLMTeacherConfig
 
     def __init__(self, config: LLMTeacherConfig = LLMTeacherConfig()) -> None:
         super().__init__(config)
         self.config: LLMTeacherConfig = config
+        self._skip_until = 0.0  # the endpoint failed: drafts are kept until then (on_endpoint_failure = "template")
 
     @property
     def llm(self) -> LLMConfig:
         return self.config.llm
 
-    def _generate(self, prompt: str, ok: Any, fallback: str) -> str:
+    def rewrite(self, example: Example) -> Example:
+        """The example with each text turn rewritten where a rewrite passes the guards."""
+        tally: Counter[str] = Counter()
+        if time.monotonic() < self._skip_until:
+            return _noted(example, tally, fallback=True)
+        try:
+            messages = self._rewrite(example, tally)
+        except EndpointUnavailable as exc:
+            if self.llm.on_endpoint_failure == "stop":
+                raise
+            log.warning("llm endpoint down; keeping the drafted text", example=example.id, error=str(exc))
+            self._skip_until = time.monotonic() + self.llm.cooldown_s
+            return _noted(example, Counter(), fallback=True)
+        return _noted(attrs.evolve(example, messages=messages), tally, fallback=False)
+
+    def _rewrite(self, example: Example, tally: Counter[str]) -> list[Message]:
         client = ChatClient(self.llm)
-        for _ in range(self.llm.max_retries + 1):
-            text = client.complete([{"role": "user", "content": prompt}]).strip()
-            if text and ok(text):
+        drafts = [m.content for m in example.messages if m.role in ("user", "assistant") and m.content]
+        conversation_language = language(" ".join(drafts))
+        style = example.task.meta.get("persona")
+        out: list[Message] = []
+        for message in example.messages:
+            if message.role in ("user", "assistant") and message.content and not message.tool_calls:
+                before = [m.to_openai() for m in out]
+                text = self._turn(client, message.role, message.content, before, conversation_language,
+                                  style if message.role == "user" else None, tally)
+                message = attrs.evolve(message, content=text)
+            out.append(message)
+        return out
+
+    def _turn(self, client: ChatClient, role: str, draft: str, before: list[dict[str, Any]], lang: str | None,
+              style: str | None, tally: Counter[str]) -> str:
+        meaning = ("what the user asks for, not its opposite" if role == "user" else
+                   "say that the call failed" if any(last_results(before)) else "what the results say, nothing more")
+        prompt = REWRITE_PROMPT.format(transcript=_transcript(before), role=role, draft=draft, meaning=meaning,
+                                       style=f", in the voice of a {style} user" if style else "")
+        problems: list[Problem] = []
+        for attempt in range(self.llm.max_retries + 1):
+            ask = prompt if not problems else prompt + AGAIN.format(problems="; ".join(map(str, problems)))
+            text = client.complete([{"role": "user", "content": ask}]).strip()
+            problems = check_turn(text, draft, role, before, language_of_conversation=lang)
+            if not problems:
+                tally["rewritten"] += 1
                 return text
-        log.info("llm text unusable; using the template")
-        return fallback
+            tally.update(f"rejected:{p.kind}" for p in problems)
+            log.debug("llm text refused", role=role, attempt=attempt + 1, problems=[str(p) for p in problems])
+        tally["kept_draft"] += 1
+        return draft
 
-    def user_request(self, intents: list[str], persona: str, minimal: bool, follow_up: bool, rng: Any,
-                     values: tuple[Any, ...] = (), context: tuple[str, ...] = ()) -> str:
-        fallback = super().user_request(intents, persona, minimal, follow_up, rng, values, context)
-        # every value the user gives must be in the message, as the calls will carry it
-        mentioned = [self.render_value(x, {}, random.Random(0)) for v in values for x in (v if isinstance(v, list) else [v])]
-        intents = [*intents, *(f"(about {c})" for c in context)]
-        prompt = USER_PROMPT.format(
-            persona=("terse" if minimal else persona) + (", continuing the conversation" if follow_up else ""),
-            intents="; ".join(intents),
-            values=("It must contain these values exactly: " + ", ".join(mentioned) + "\n") if mentioned else "")
-        allowed = set(mentioned)
-        return self._generate(
-            prompt,
-            lambda text: all(m in text for m in mentioned) and all(t in allowed for t in ID_PATTERN.findall(text)),
-            fallback)
 
-    def report(self, results: list[tuple[str, dict[str, Any]]], rng: Any, facts: Any = (), closing: bool = True) -> str:
-        fallback = super().report(results, rng, facts=facts, closing=closing)
-        blob = json.dumps([{"tool": t, "result": r} for t, r in results])[:6000]
-        known = set(ID_PATTERN.findall(blob))
-        return self._generate(REPORT_PROMPT.format(results=blob),
-                              lambda text: all(t in known for t in ID_PATTERN.findall(text)), fallback)
+def _transcript(messages: list[dict[str, Any]], limit: int = 6000) -> str:
+    """The conversation as the model reads it (the system prompt aside), its end kept when long."""
+    lines = []
+    for m in messages:
+        if m["role"] == "system":
+            continue
+        if m.get("tool_calls"):
+            calls = ", ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in m["tool_calls"])
+            lines.append(f"assistant calls {calls}")
+        elif m["role"] == "tool":
+            lines.append(f"tool {m.get('name', '')} returns {(m.get('content') or '')[:1500]}")
+        else:
+            lines.append(f"{m['role']}: {m.get('content') or ''}")
+    text = "\n".join(lines) or "(nothing yet: this is the first message)"
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def _noted(example: Example, tally: Counter[str], *, fallback: bool) -> Example:
+    """The example with what the teacher did recorded in ``task.meta["teacher"]``."""
+    note: dict[str, Any] = {"rewritten": tally["rewritten"], "kept_draft": tally["kept_draft"],
+                            "rejected": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("rejected:")}}
+    if fallback:
+        note["endpoint_fallback"] = True
+    task = attrs.evolve(example.task, meta={**example.task.meta, "teacher": note})
+    return attrs.evolve(example, task=task)
 
 
 @hookimpl

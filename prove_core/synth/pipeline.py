@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import attrs
 import structlog
@@ -52,6 +52,15 @@ class SamplingContext(Protocol):
 
 
 _CONTEXT_METHODS = ("subset", "candidates")
+
+
+@runtime_checkable
+class Rewriter(Protocol):
+    """A teacher that also rewrites each drafted conversation as a whole (the ``llm`` teacher):
+    ``rewrite`` returns the example with new text (calls and results untouched), before replay
+    validation; what it did goes in ``task.meta["teacher"]``, summed in the stats."""
+
+    def rewrite(self, example: Example) -> Example: ...
 
 
 def _is_context(obj: object) -> TypeGuard[SamplingContext]:
@@ -172,6 +181,7 @@ class Stats:
         self.tools_used: dict[str, set[str]] = {}
         self.tool_calls: dict[str, Counter[str]] = {}
         self.perturbations: Counter[str] = Counter()
+        self.teacher: Counter[str] = Counter()  # what a rewriting teacher did (Rewriter), over kept examples
         self.seconds = {"generate": 0.0, "validate": 0.0}
 
     def drop(self, reason: str, detail: str) -> None:
@@ -191,6 +201,13 @@ class Stats:
         self.tool_calls.setdefault(server, Counter()).update(c.tool for c in example.task.calls)
         for change in example.task.meta.get("perturbations", []):
             self.perturbations[change.get("name", "?")] += 1
+        note = example.task.meta.get("teacher")
+        if isinstance(note, dict):
+            self.teacher["examples"] += 1
+            self.teacher["endpoint_fallbacks"] += bool(note.get("endpoint_fallback"))
+            self.teacher["turns_rewritten"] += note.get("rewritten", 0)
+            self.teacher["turns_kept_draft"] += note.get("kept_draft", 0)
+            self.teacher.update({f"rejected_{k}": v for k, v in note.get("rejected", {}).items()})
 
     def to_json(self, plans: dict[str, ServerPlan]) -> dict[str, Any]:
         total = self.seconds["generate"] + self.seconds["validate"]
@@ -201,6 +218,7 @@ class Stats:
             "drops": dict(self.drops),
             "drops_by_tool": {reason: dict(c.most_common(10)) for reason, c in sorted(self.drops_by_tool.items())},
             "perturbations": dict(self.perturbations),
+            **({"teacher": dict(sorted(self.teacher.items()))} if self.teacher else {}),
             "tool_coverage": {
                 name: {"tools": len(p.env.specs()), "used": len(self.tools_used.get(name, ())),
                        "share": round(len(self.tools_used.get(name, ())) / len(p.env.specs()), 3),
@@ -525,6 +543,11 @@ def _produce(i: int) -> _Outcome:
             example, companion = drafted.example, drafted.clarification
     except Unusable as exc:
         return _Outcome(example_id, None, None, exc.reason, str(exc), time.perf_counter() - started, 0.0)
+    teacher = world.machine.teacher
+    if isinstance(teacher, Rewriter):  # the companion is a prefix of the conversation: it takes the same text
+        example = teacher.rewrite(example)
+        if companion is not None:
+            companion = attrs.evolve(companion, messages=example.messages[:len(companion.messages)])
     generated = time.perf_counter()
     reason, detail = _validate(example, world.env, cfg)
     original = example
@@ -595,7 +618,9 @@ def _write_markdown(report: dict[str, Any], path: Path) -> None:
     lines = ["# Synthesis report", "", f"Examples: **{report['examples']}** (target {report['target']} call conversations)", ""]
     for title, key in (("Behaviour", "by_behaviour"), ("Stratum", "by_stratum"), ("Server", "by_server"),
                        ("Ground-truth calls", "by_chain_length"), ("Drop reasons", "drops"),
-                       ("Perturbations", "perturbations")):
+                       ("Perturbations", "perturbations"), ("Teacher rewrites", "teacher")):
+        if key not in report:
+            continue
         lines += [f"## {title}", "", "| value | count |", "| --- | --- |"]
         lines += [f"| {k} | {v} |" for k, v in report[key].items()] + [""]
     lines += ["## Tool coverage", "", "| server | used / tools | unused |", "| --- | --- | --- |"]

@@ -31,6 +31,7 @@ returned unparsed for the benchmark to decode.
 from __future__ import annotations
 
 import copy
+import http.client
 import json
 import os
 import time
@@ -216,8 +217,10 @@ class OpenAIConfig:
     extra_body: dict[str, Any] = attrs.field(factory=dict)  # e.g. {chat_template_kwargs = {enable_thinking = false}}
 
 
-def post_json(url: str, body: dict[str, Any], *, api_key_env: str, timeout_s: float, retries: int) -> dict[str, Any]:
-    """POST JSON, return the decoded answer; retries connection errors and 5xx/429 answers."""
+def post_json(url: str, body: dict[str, Any], *, api_key_env: str, timeout_s: float, retries: int,
+              backoff_s: float = 1.0) -> dict[str, Any]:
+    """POST JSON, return the decoded answer; retries timeouts, connection errors and 5xx/429
+    answers, waiting ``backoff_s``, then twice as long each time (at most 10 s)."""
     headers = {"Content-Type": "application/json"}
     key = os.environ.get(api_key_env)
     if key:
@@ -233,10 +236,10 @@ def post_json(url: str, body: dict[str, Any], *, api_key_env: str, timeout_s: fl
             last, status = f"HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}", exc.code
             if exc.code < 500 and exc.code != 429:
                 break
-        except (urllib.error.URLError, TimeoutError, json.JSONDecodeError, ConnectionError) as exc:
-            last, status = str(exc), None
+        except (urllib.error.URLError, TimeoutError, json.JSONDecodeError, ConnectionError, http.client.HTTPException) as exc:
+            last, status = str(exc) or type(exc).__name__, None
         if attempt < retries:
-            time.sleep(min(2.0 ** attempt, 10.0))
+            time.sleep(min(backoff_s * 2.0 ** attempt, 10.0))
     raise RequestFailed(f"endpoint {url} failed: {last}", status=status)
 
 
