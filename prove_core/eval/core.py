@@ -57,7 +57,9 @@ class Outcome:
     """One task played by one model. ``success`` is the benchmark's verdict (BFCL's checker, τ²'s
     reward of 1, PROVE's task success); ``score`` a graded value where the benchmark has one;
     ``metrics`` numbers averaged per category in the report (reward components, calls per task);
-    ``details`` what explains the verdict (kept in the results file, not averaged)."""
+    ``details`` what explains the verdict (kept in the results file, not averaged). ``retry``: the
+    task could not be played out (a model or simulator request failed for good); it is scored as
+    the benchmark scores a failed run, and a resume plays it again."""
 
     task_id: str
     category: str
@@ -65,10 +67,11 @@ class Outcome:
     score: float | None = None
     metrics: dict[str, float] = attrs.field(factory=dict)
     details: dict[str, Any] = attrs.field(factory=dict)
+    retry: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "category": self.category, "success": self.success, "score": self.score,
-                "metrics": self.metrics, "details": self.details}
+                "metrics": self.metrics, "details": self.details, **({"retry": True} if self.retry else {})}
 
 
 def _turns(turns: Iterable[Iterable[PolicyTurn]]) -> tuple[tuple[PolicyTurn, ...], ...]:
@@ -222,20 +225,80 @@ def results_path(out_dir: Path, model: str, benchmark: str) -> Path:
     return out_dir / "results" / f"{_slug(model)}__{_slug(benchmark)}.jsonl"
 
 
+# Benchmark options that choose how many tasks run, not how one is played or scored: a resume may
+# change them (an evaluator adds its own in ``selection_options``).
+SELECTION_OPTIONS = ("limit",)
+
+
+def fingerprint(model: Any, evaluator: Any) -> dict[str, Any]:
+    """What one model's results on one benchmark are a function of: the model's client and
+    options, the evaluator and its options with their defaults filled in (``SELECTION_OPTIONS``
+    and the evaluator's ``selection_options`` left out). A resume must match it."""
+    import cattrs
+
+    config = getattr(evaluator, "config", None)
+    options = cattrs.Converter().unstructure(config) if attrs.has(type(config)) else {}
+    skip = {*SELECTION_OPTIONS, *getattr(evaluator, "selection_options", ())}
+    plain = json.loads(json.dumps({k: v for k, v in options.items() if k not in skip}, default=str))
+    return {"model": {"client": model.client, "options": json.loads(json.dumps(dict(model.options), default=str))},
+            "benchmark": {"name": getattr(evaluator, "name", type(evaluator).__name__), "options": plain}}
+
+
+def _fingerprint_path(out_dir: Path, model: str, benchmark: str) -> Path:
+    return results_path(out_dir, model, benchmark).with_suffix(".fingerprint.json")
+
+
+def _check_resume(out_dir: Path, planned: Sequence[_Planned], fresh: bool) -> None:
+    """Start over when asked; refuse to add results to a file made with another model setup or
+    other benchmark options (the report would average two different experiments). Every pair is
+    checked before anything runs."""
+    from prove_core.synth.pipeline import _differences
+
+    problems = []
+    for item in planned:
+        results = results_path(out_dir, item.model.name, item.benchmark)
+        stored_path = _fingerprint_path(out_dir, item.model.name, item.benchmark)
+        if fresh:
+            results.unlink(missing_ok=True)
+            stored_path.unlink(missing_ok=True)
+        if not (results.exists() and results.stat().st_size):
+            continue
+        current = fingerprint(item.model, item.evaluator)
+        if not stored_path.exists():
+            problems.append(f"{results} has no fingerprint (made by an older PROVE)")
+            continue
+        stored = json.loads(stored_path.read_text())
+        if stored != current:
+            changed = sorted(_differences(stored, current))
+            problems.append(f"{results} was made with other options ({', '.join(changed[:8])})")
+    if problems:
+        raise ConfigError("; ".join(problems) + ". Resuming would mix results of two setups: start over with "
+                          "`prove eval ... --fresh`, delete those files, or give another --out / run name")
+    for item in planned:
+        path = _fingerprint_path(out_dir, item.model.name, item.benchmark)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(fingerprint(item.model, item.evaluator), indent=2, sort_keys=True))
+
+
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every model on every benchmark of ``experiment.eval`` and write the report."""
+def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None] = print,
+                   fresh: bool = False) -> dict[str, Any]:
+    """Run every model on every benchmark of ``experiment.eval`` and write the report. Results
+    already in the folder are kept (a resume) when they were made with the same setup
+    (``fingerprint``), else refused; ``fresh`` deletes them first."""
     settings = experiment.eval
     if settings is None:
         raise ConfigError("$.eval: `prove eval` needs an [eval] section with [[eval.models]] and [[eval.benchmarks]]")
     out_dir = Path(settings.output) if settings.output else experiment.run_dir / "eval"
     planned = _plan(settings, plugins.registry)
+    _check_resume(out_dir, planned, fresh)
     for item in planned:
         path = results_path(out_dir, item.model.name, item.benchmark)
         with JsonlWriter(path, key="task_id") as writer:
+            writer.seen -= {r.get("task_id") for r in _latest(read_jsonl(path)) if r.get("retry")}  # played again
             done_before = len(writer.seen)
 
             def wanted(task_id: str, w: JsonlWriter = writer) -> bool:
@@ -245,15 +308,18 @@ def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None]
                                   out_dir=out_dir / "benchmarks" / _slug(item.benchmark),
                                   wanted=wanted, echo=echo, hooks=plugins.hook)
             context.out_dir.mkdir(parents=True, exist_ok=True)
-            played = passed = 0
+            played = passed = retry = 0
             for outcome in item.evaluator.evaluate(item.policy, context):
                 if writer.write(outcome.to_json()):
                     played += 1
                     passed += outcome.success
+                    retry += outcome.retry
                     if played % 50 == 0:
                         echo(f"  {item.model.name} on {item.benchmark}: {played} tasks so far ({passed} succeeded)")
             echo(f"eval {item.model.name} on {item.benchmark}: {played} tasks played ({passed} succeeded)"
-                 + (f", {done_before} from an earlier run" if done_before else ""))
+                 + (f", {done_before} from an earlier run" if done_before else "")
+                 + (f"; {retry} could not be played out (a request failed) and are played again on resume"
+                    if retry else ""))
     headlines = {item.benchmark: item.evaluator.headline for item in planned
                  if callable(getattr(item.evaluator, "headline", None))}
     report = build_report(out_dir, models=[m.name for m in settings.models],
@@ -281,7 +347,7 @@ def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[s
         categories: list[str] = []
         for model in models:
             by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for record in read_jsonl(results_path(out_dir, model, bench)):
+            for record in _latest(read_jsonl(results_path(out_dir, model, bench))):
                 by_category[record["category"]].append(record)
                 if record["category"] not in categories:
                     categories.append(record["category"])
@@ -416,6 +482,15 @@ def plot(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     return paths
 
 
+def _latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per task, the last written (a task played again on resume replaces its
+    failed run), in the order tasks were first recorded."""
+    latest: dict[Any, dict[str, Any]] = {}
+    for record in records:
+        latest[record.get("task_id")] = record
+    return list(latest.values())
+
+
 def outcomes_of(out_dir: Path, model: str, benchmark: str) -> list[dict[str, Any]]:
-    """The recorded outcomes of one model on one benchmark."""
-    return list(read_jsonl(results_path(out_dir, model, benchmark)))
+    """The recorded outcomes of one model on one benchmark (one per task)."""
+    return _latest(read_jsonl(results_path(out_dir, model, benchmark)))

@@ -126,6 +126,9 @@ class ToolDef:
     examples: tuple[Example, ...] = ()
     asks: Asks = ()
     values: Mapping[str, ValueSource] = attrs.field(factory=dict)
+    # The tool's own code checks its arguments (a wrapped benchmark, whose messages are the
+    # reference): the runtime hands them over as the caller sent them, not converted or refused.
+    raw_arguments: bool = False
 
     @property
     def name(self) -> str:

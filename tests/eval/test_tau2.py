@@ -160,7 +160,13 @@ def test_tool_messages_are_tau2s_text_for_every_kind_of_call(tau2):
                         ("get_order_details", {"order_id": "#W0000000", "requestor": "user"}),
                         ("lookup_everything", {}), ("lookup_everything", {"tool_name": "x"})],
              "mock": [("get_users", {}), ("create_task", {"user_id": "user_1", "title": "T"}), ("transfer_to_human_agents",
-                                                                                                   {"summary": "s"})]}
+                                                                                                   {"summary": "s"}),
+                      ("create_task", {"user_id": "user_1", "title": "T\ud800"}),  # a lone surrogate reaches τ²
+                      ("create_task", {"user_id": float("nan"), "title": "T"})],
+             # a whole float for an integer stays a float, as τ² passes it; non-finite numbers reach τ²
+             "airline": [("send_certificate", {"user_id": "noah_muller_9847", "amount": 50.0}),
+                         ("send_certificate", {"user_id": "noah_muller_9847", "amount": float("inf")}),
+                         ("get_user_details", {"user_id": float("nan")})]}
     for domain, pairs in calls.items():
         env = tau2.environment(domain)
         runtime = ServerRuntime(getattr(tau2, f"tau2_{domain}"), seed=0)
@@ -255,3 +261,37 @@ def test_a_failing_user_simulator_fails_the_task_and_the_run_goes_on(tau2, plugi
     assert failed.details["termination"] == "agent_error" and failed.details["error"].startswith("user simulator")
     assert failed.details["status"] == 400 and failed.score == 0.0
     assert played.details["termination"] == "user_stop" and played.score == 1.0
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_user_simulator_stops_the_run_before_any_task(tau2, plugins, tmp_path):
+    """Every task would be a failed run scoring 0: the run stops at the start, saying what to set."""
+    from prove_core.errors import ProveError
+    from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig
+
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    config = Tau2Config(domains=["mock"], task_ids=["create_task_1"], user=UserConfig(base_url=url, model="sim"))
+    with pytest.raises(ProveError, match="nothing answers there") as info:
+        next(Tau2(config).evaluate(OraclePolicy(OracleConfig()), _context(plugins)))
+    assert url in str(info.value) and 'client = "scripted"' in str(info.value)
+
+
+def test_prove_eval_tau2_without_a_config_says_what_to_configure_and_records_nothing(tau2, tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "eval", "--benchmark", "tau2", "--model", "oracle",
+                           "--limit", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if "nothing answers there" not in proc.stderr:  # something serves 127.0.0.1:8000 on this machine
+        pytest.skip(f"an endpoint answers at τ²'s default user URL: {proc.stderr[-200:]}")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: τ²'s user simulator")
+    assert 'client = "scripted"' in proc.stderr
+    results = list((tmp_path / "runs" / "eval" / "results").glob("*.jsonl"))
+    assert all(not p.read_text() for p in results)  # no failed runs recorded as done
