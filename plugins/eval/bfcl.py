@@ -53,7 +53,7 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.errors import RequestFailed
-from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
+from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode, category_rates
 from prove_core.model import Message, ToolCall
 from prove_core.reward.rollout import Policy, PolicyTurn
 from prove_plugins.eval.servers import BFCL_CATEGORIES
@@ -323,9 +323,16 @@ class Bfcl:
 
     name = "bfcl"
     Config = BfclConfig
+    headline_label = ("BFCL-MT overall: the unweighted mean of its categories' accuracies, as BFCL's leaderboard "
+                      "reports multi-turn, then each category")
 
     def __init__(self, config: BfclConfig) -> None:
         self.config = config
+
+    @staticmethod
+    def headline(records: list[dict[str, Any]]) -> dict[str, float | None]:
+        rates = category_rates(records)
+        return {"overall": sum(rates.values()) / len(rates) if rates else None, **rates}
 
     def evaluate(self, policy: Policy, context: EvalContext) -> Iterator[Outcome]:
         from prove_plugins.eval.servers import bfcl as bfcl_servers

@@ -1004,12 +1004,26 @@ class TEval:
 
     summary = staticmethod(aggregate)
 
+    headline_label = "T-Eval's overall (the mean of its six abilities) and each ability, as convert_results averages them"
+
     @staticmethod
     def headline(records: list[dict[str, Any]]) -> dict[str, float | None]:
         """The report's headline: T-Eval's overall and per-ability scores (``aggregate``), as the
         paper's table reports them."""
         summary = aggregate(records)
         return {"overall": summary["overall"], **{a: summary["abilities"].get(a) for a in ABILITIES}}
+
+    @staticmethod
+    def headline_notes(records: list[dict[str, Any]]) -> list[str]:
+        """Says when the scores are not T-Eval's: a similarity other than T-Eval's embedding model."""
+        used = sorted({str(r["details"]["similarity"]) for r in records
+                       if isinstance(r.get("details"), dict) and r["details"].get("similarity")})
+        stand_ins = [name for name in used if name.split(" ")[0] == LexicalSimilarity.name]
+        if not stand_ins:
+            return []
+        return [f"similarity {', '.join(stand_ins)}: a word-count cosine stood in for T-Eval's embedding model, so "
+                "plan and reason (and similarity-scored understand) are not T-Eval's scores; compare them only with "
+                "other lexical runs (docs/evaluation.md)"]
 
 
 # the per-sample metrics of each ability (a failed request scores 0 in each)

@@ -116,18 +116,28 @@ class Evaluator(Protocol):
 
     def evaluate(self, policy: Policy, context: EvalContext) -> Iterator[Outcome]: ...
 
-    # Optional: ``headline(records) -> {name: fraction or None}``, the benchmark's own summary of
-    # one model's results records (T-Eval's overall and per-ability scores). Without it the
-    # report's headline is the unweighted mean of the categories' success rates (``macro``): BFCL-MT
-    # overall as BFCL averages its categories, τ²'s average over domains.
+    # Optional, the report's headline as the benchmark reports its numbers:
+    # ``headline(records) -> {name: fraction or None}``, the benchmark's own summary of one
+    # model's results records, first figure first (T-Eval's overall and per-ability scores);
+    # ``headline_label``, one line saying how it is averaged; ``headline_notes(records) ->
+    # [str]``, what a reader must know about one model's numbers (T-Eval's similarity fallback).
+    # Without them the headline is ``macro_headline`` (``MACRO_LABEL``).
+
+
+MACRO_LABEL = "the unweighted mean of the categories' success rates"
+
+
+def category_rates(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The success rate of each category, in the order categories first appear."""
+    by_category: dict[str, list[bool]] = defaultdict(list)
+    for record in records:
+        by_category[record["category"]].append(bool(record["success"]))
+    return {category: sum(v) / len(v) for category, v in by_category.items() if v}
 
 
 def macro_headline(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """The default headline: the unweighted mean of the per-category success rates."""
-    by_category: dict[str, list[bool]] = defaultdict(list)
-    for record in records:
-        by_category[record["category"]].append(bool(record["success"]))
-    rates = [sum(v) / len(v) for v in by_category.values() if v]
+    rates = list(category_rates(records).values())
     return {"macro": sum(rates) / len(rates) if rates else None}
 
 
@@ -320,11 +330,9 @@ def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None]
                  + (f", {done_before} from an earlier run" if done_before else "")
                  + (f"; {retry} could not be played out (a request failed) and are played again on resume"
                     if retry else ""))
-    headlines = {item.benchmark: item.evaluator.headline for item in planned
-                 if callable(getattr(item.evaluator, "headline", None))}
     report = build_report(out_dir, models=[m.name for m in settings.models],
                           benchmarks=[b.label or b.name for b in settings.benchmarks], confidence=settings.confidence,
-                          headlines=headlines)
+                          evaluators={item.benchmark: item.evaluator for item in planned})
     write_report(report, out_dir, plots=settings.plots)
     for line in overview(report):
         echo(line)
@@ -336,11 +344,11 @@ def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None]
 
 
 def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[str], confidence: float = 0.95,
-                 headlines: Mapping[str, Callable[[list[dict[str, Any]]], dict[str, float | None]]] | None = None,
-                 ) -> dict[str, Any]:
+                 evaluators: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Per benchmark, per category (and ``all``), per model: n, successes, rate, CI, metrics; and
-    per model the benchmark's ``headline`` figures as the paper reports them (the evaluator's own
-    ``headline``, from ``headlines``, else ``macro_headline``)."""
+    per model the benchmark's ``headline`` figures as the benchmark reports them (the evaluator's
+    own ``headline``, ``headline_label`` and ``headline_notes`` where it has them, from
+    ``evaluators``; else ``macro_headline``)."""
     report: dict[str, Any] = {"confidence": confidence, "models": list(models), "benchmarks": {}}
     for bench in benchmarks:
         per_model: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -359,11 +367,17 @@ def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[s
                 outcomes = (per_model[model].get(category, []) if category != ALL
                             else [o for c in categories for o in per_model[model].get(c, [])])
                 table[category][model] = summarize(outcomes, confidence)
-        headline = (headlines or {}).get(bench, macro_headline)
+        evaluator = (evaluators or {}).get(bench)
+        headline = getattr(evaluator, "headline", None)
+        headline = headline if callable(headline) else macro_headline
+        label = getattr(evaluator, "headline_label", None) if headline is not macro_headline else MACRO_LABEL
+        notes_of = getattr(evaluator, "headline_notes", None)
         records = {model: [o for c in categories for o in per_model[model].get(c, [])] for model in models}
         report["benchmarks"][bench] = {
             "categories": [*categories, ALL], "results": table,
             "headline": {model: headline(records[model]) for model in models},
+            "headline_label": label or f"{bench}'s own averaging",
+            "notes": {model: list(notes_of(records[model])) for model in models} if callable(notes_of) else {},
             # how each model was run where the benchmark records it (BFCL: "fc" or "prompting")
             "protocol": {model: sorted({str(o["details"]["protocol"]) for o in records[model]
                                         if isinstance(o.get("details"), dict) and o["details"].get("protocol")})
@@ -401,11 +415,15 @@ def markdown(report: Mapping[str, Any]) -> str:
         heads = data.get("headline") or {}
         names = list(dict.fromkeys(k for figures in heads.values() for k in figures))
         if names:
-            lines += [f"Headline ({bench}'s own averaging), in %:", "", "| model | " + " | ".join(names) + " |",
+            label = data.get("headline_label") or f"{bench}'s own averaging"
+            lines += [f"Headline, in %: {label}.", "", "| model | " + " | ".join(names) + " |",
                       "|" + " --- |" * (len(names) + 1)]
             lines += ["| " + " | ".join([model, *("–" if heads[model].get(k) is None else f"{100 * heads[model][k]:.1f}"
                                                   for k in names)]) + " |" for model in models]
             lines.append("")
+        notes = [f"- {model}: {note}" for model, texts in (data.get("notes") or {}).items() for note in texts]
+        if notes:
+            lines += ["**Read with care:**", "", *notes, ""]
         header = ["category", *models, *(f"Δ {m}" for m in models[1:])]
         lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         for category in data["categories"]:
@@ -445,8 +463,13 @@ def write_report(report: Mapping[str, Any], out_dir: Path, *, plots: bool = True
     return written
 
 
+PLOT_WIDTH_IN, PLOT_DPI = 8.0, 120  # 960 px: readable at page width whatever the number of categories
+
+
 def plot(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
-    """One PNG per benchmark: success rate per category, one bar per model, interval whiskers."""
+    """One PNG per benchmark: success rate per category as horizontal bars, one per model, with
+    interval whiskers. The width is fixed (``PLOT_WIDTH_IN``); more categories make it taller, not
+    wider, so a benchmark with a dozen categories stays readable at page width."""
     try:
         import matplotlib
 
@@ -459,24 +482,25 @@ def plot(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     paths = []
     for bench, data in report["benchmarks"].items():
         categories = data["categories"]
-        width = 0.8 / max(1, len(models))
-        fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(categories) * max(1, len(models)) ** 0.5 + 2), 3.6))
+        height = 0.8 / max(1, len(models))
+        fig, ax = plt.subplots(figsize=(PLOT_WIDTH_IN, 1.4 + 0.28 * len(categories) * max(1, len(models)) ** 0.6))
         for i, model in enumerate(models):
             cells = [data["results"][c][model] for c in categories]
             rates = [100 * c["rate"] for c in cells]
             errors = [[max(0.0, 100 * (c["rate"] - c["ci"][0])) for c in cells],
                       [max(0.0, 100 * (c["ci"][1] - c["rate"])) for c in cells]]
-            xs = [j + (i - (len(models) - 1) / 2) * width for j in range(len(categories))]
-            ax.bar(xs, rates, width=width, yerr=errors, capsize=3, label=model)
-        ax.set_xticks(range(len(categories)))
-        ax.set_xticklabels([f"{c}\n(n={max(data['results'][c][m]['n'] for m in models)})" for c in categories])
-        ax.set_ylim(0, 105)
-        ax.set_ylabel("success rate (%)")
-        ax.set_title(f"{bench}: success rate, {100 * report['confidence']:.0f}% Wilson interval")
-        ax.legend(fontsize=8)
+            ys = [j + (i - (len(models) - 1) / 2) * height for j in range(len(categories))]
+            ax.barh(ys, rates, height=height, xerr=errors, capsize=2, label=model)
+        ax.set_yticks(range(len(categories)))
+        ax.set_yticklabels([f"{c} (n={max(data['results'][c][m]['n'] for m in models)})" for c in categories], fontsize=8)
+        ax.invert_yaxis()  # first category on top, as in the tables
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("success rate (%)")
+        ax.set_title(f"{bench}: success rate, {100 * report['confidence']:.0f}% Wilson interval", fontsize=10)
+        ax.legend(fontsize=8, loc="lower right")
         fig.tight_layout()
         path = out_dir / f"{_slug(bench)}.png"
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=PLOT_DPI)
         plt.close(fig)
         paths.append(path)
     return paths
