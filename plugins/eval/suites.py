@@ -183,6 +183,22 @@ class ProveSuite:
         return {"call": rates.get("call"), "all tasks": pooled,
                 **{b: rates.get(b) for b in BEHAVIOURS if b != "call"}}
 
+    def data_identity(self, experiment: Any) -> str | None:
+        """The corpus's content hash: a resynthesized corpus holds other held-out tasks, whose
+        results must not be mixed with the old ones (``None`` while there is no corpus)."""
+        import hashlib
+
+        if not self.config.corpus and experiment is None:
+            return None
+        path = Path(self.config.corpus) if self.config.corpus else experiment.run_dir / "synth" / "corpus.jsonl"
+        if not path.is_file():
+            return None
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()[:16]
+
     def _corpus(self, context: EvalContext) -> Path:
         path = Path(self.config.corpus) if self.config.corpus else context.experiment.run_dir / "synth" / "corpus.jsonl"
         if not path.is_file():

@@ -240,25 +240,31 @@ def results_path(out_dir: Path, model: str, benchmark: str) -> Path:
 SELECTION_OPTIONS = ("limit",)
 
 
-def fingerprint(model: Any, evaluator: Any) -> dict[str, Any]:
+def fingerprint(model: Any, evaluator: Any, experiment: Any = None) -> dict[str, Any]:
     """What one model's results on one benchmark are a function of: the model's client and
     options, the evaluator and its options with their defaults filled in (``SELECTION_OPTIONS``
-    and the evaluator's ``selection_options`` left out). A resume must match it."""
+    and the evaluator's ``selection_options`` left out), and what its optional
+    ``data_identity(experiment)`` says of its data (the prove suite: its corpus's hash). A resume
+    must match it."""
     import cattrs
 
     config = getattr(evaluator, "config", None)
     options = cattrs.Converter().unstructure(config) if attrs.has(type(config)) else {}
     skip = {*SELECTION_OPTIONS, *getattr(evaluator, "selection_options", ())}
     plain = json.loads(json.dumps({k: v for k, v in options.items() if k not in skip}, default=str))
+    benchmark = {"name": getattr(evaluator, "name", type(evaluator).__name__), "options": plain}
+    identity = getattr(evaluator, "data_identity", None)
+    if callable(identity):
+        benchmark["data"] = json.loads(json.dumps(identity(experiment), default=str))
     return {"model": {"client": model.client, "options": json.loads(json.dumps(dict(model.options), default=str))},
-            "benchmark": {"name": getattr(evaluator, "name", type(evaluator).__name__), "options": plain}}
+            "benchmark": benchmark}
 
 
 def _fingerprint_path(out_dir: Path, model: str, benchmark: str) -> Path:
     return results_path(out_dir, model, benchmark).with_suffix(".fingerprint.json")
 
 
-def _check_resume(out_dir: Path, planned: Sequence[_Planned], fresh: bool) -> None:
+def _check_resume(out_dir: Path, planned: Sequence[_Planned], fresh: bool, experiment: Any = None) -> None:
     """Start over when asked; refuse to add results to a file made with another model setup or
     other benchmark options (the report would average two different experiments). Every pair is
     checked before anything runs."""
@@ -273,7 +279,7 @@ def _check_resume(out_dir: Path, planned: Sequence[_Planned], fresh: bool) -> No
             stored_path.unlink(missing_ok=True)
         if not (results.exists() and results.stat().st_size):
             continue
-        current = fingerprint(item.model, item.evaluator)
+        current = fingerprint(item.model, item.evaluator, experiment)
         if not stored_path.exists():
             problems.append(f"{results} has no fingerprint (made by an older PROVE)")
             continue
@@ -287,7 +293,7 @@ def _check_resume(out_dir: Path, planned: Sequence[_Planned], fresh: bool) -> No
     for item in planned:
         path = _fingerprint_path(out_dir, item.model.name, item.benchmark)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(fingerprint(item.model, item.evaluator), indent=2, sort_keys=True))
+        path.write_text(json.dumps(fingerprint(item.model, item.evaluator, experiment), indent=2, sort_keys=True))
 
 
 def _slug(name: str) -> str:
@@ -304,7 +310,7 @@ def run_evaluation(experiment: Any, plugins: Any, *, echo: Callable[[str], None]
         raise ConfigError("$.eval: `prove eval` needs an [eval] section with [[eval.models]] and [[eval.benchmarks]]")
     out_dir = Path(settings.output) if settings.output else experiment.run_dir / "eval"
     planned = _plan(settings, plugins.registry)
-    _check_resume(out_dir, planned, fresh)
+    _check_resume(out_dir, planned, fresh, experiment)
     for item in planned:
         path = results_path(out_dir, item.model.name, item.benchmark)
         with JsonlWriter(path, key="task_id") as writer:

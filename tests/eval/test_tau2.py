@@ -295,3 +295,21 @@ def test_prove_eval_tau2_without_a_config_says_what_to_configure_and_records_not
     assert 'client = "scripted"' in proc.stderr
     results = list((tmp_path / "runs" / "eval" / "results").glob("*.jsonl"))
     assert all(not p.read_text() for p in results)  # no failed runs recorded as done
+
+
+def test_results_made_with_the_scripted_user_are_not_resumed_with_the_llm_user(tau2, plugins, tmp_path):
+    """The issue's stale results: the user simulator switched, "6 from an earlier run" kept."""
+    from prove_core.errors import ConfigError
+    from prove_core.eval.core import run_evaluation
+    from tests.eval.conftest import eval_experiment
+
+    def experiment(user):
+        return eval_experiment(tmp_path, models=[{"name": "oracle", "client": "oracle"}], plots=False,
+                               benchmarks=[{"name": "tau2", "options": {"domains": ["mock"], "task_ids": ["create_task_1"],
+                                                                         "user": user}}])
+
+    report = run_evaluation(experiment({"client": "scripted"}), plugins, echo=lambda _: None)
+    assert report["benchmarks"]["tau2"]["results"]["all"]["oracle"]["successes"] == 1
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    with pytest.raises(ConfigError, match=r"other options \(benchmark\.options\.user\.base_url, benchmark\.options\.user\.client"):
+        run_evaluation(experiment({"client": "llm", "base_url": url}), plugins, echo=lambda _: None)
