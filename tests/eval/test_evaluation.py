@@ -284,3 +284,14 @@ def test_a_task_whose_run_failed_is_played_again_on_resume_and_replaces_the_fail
     cell = run_evaluation(experiment, plugins, echo=lines.append)["benchmarks"]["flaky"]["results"]["all"]["m"]
     assert (cell["n"], cell["successes"]) == (3, 1)  # t1 played again, counted once
     assert any("1 tasks played" in line and "2 from an earlier run" in line for line in lines)
+
+
+def test_prove_eval_help_names_every_bundled_benchmark():
+    from click.testing import CliRunner
+
+    from prove_core.cli import cli
+
+    text = " ".join(CliRunner().invoke(cli, ["eval", "--help"]).output.split())
+    names = Plugins().load(autoload=False).registry.names("evaluators")
+    assert len(names) >= 5 and all(name in text for name in names), (names, text)
+    assert "--fresh" in text and "runs/eval without a CONFIG" in text

@@ -293,8 +293,9 @@ def test_prove_eval_tau2_without_a_config_says_what_to_configure_and_records_not
         pytest.skip(f"an endpoint answers at τ²'s default user URL: {proc.stderr[-200:]}")
     assert proc.returncode == 1 and proc.stderr.startswith("error: τ²'s user simulator")
     assert 'client = "scripted"' in proc.stderr
-    results = list((tmp_path / "runs" / "eval" / "results").glob("*.jsonl"))
-    assert all(not p.read_text() for p in results)  # no failed runs recorded as done
+    results = list((tmp_path / "runs" / "eval" / "results").glob("*.jsonl"))  # no run name given: runs/eval
+    assert results and all(not p.read_text() for p in results)  # no failed runs recorded as done
+    assert not (tmp_path / "runs" / "quickstart").exists()
 
 
 def test_results_made_with_the_scripted_user_are_not_resumed_with_the_llm_user(tau2, plugins, tmp_path):
