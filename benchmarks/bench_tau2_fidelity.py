@@ -118,6 +118,11 @@ def _first_text(arguments: dict[str, Any], change: Callable[[str], Any]) -> dict
     return arguments if key is None else {**arguments, key: change(arguments[key])}
 
 
+def _as_number(arguments: dict[str, Any], number: float) -> str:
+    """``arguments`` as JSON text with ``number`` (NaN, Infinity) for the first text value."""
+    return json.dumps(_first_text(arguments, lambda v: number))
+
+
 def _first_changed(task: Any, change: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
     """The golden calls with the first one's arguments changed, then the closing message."""
     return [call((a[0], change(a[1]))) if i == 0 else call(a) for i, a in enumerate(golden_actions(task))] \
@@ -167,9 +172,9 @@ SCENARIOS = [
              + [say(closing(t))], about="the golden calls with every whole number written as a float (50.0)"),
     Scenario(name="empty_arguments", moves=lambda t, d: _first_changed(t, lambda a: ""),
              about="the first golden call with arguments \"\" (τ²'s json.loads fails the run)"),
-    Scenario(name="non_finite", moves=lambda t, d: _first_changed(t, lambda a: json.dumps(_first_text(a, lambda v: float("nan")))),
+    Scenario(name="non_finite", moves=lambda t, d: _first_changed(t, lambda a: _as_number(a, float("nan"))),
              about="the first golden call with a NaN for its first text value"),
-    Scenario(name="infinity", moves=lambda t, d: _first_changed(t, lambda a: json.dumps(_first_text(a, lambda v: float("inf")))),
+    Scenario(name="infinity", moves=lambda t, d: _first_changed(t, lambda a: _as_number(a, float("inf"))),
              about="the first golden call with Infinity for its first text value"),
     Scenario(name="lone_surrogate", moves=lambda t, d: _first_changed(t, lambda a: _first_text(a, lambda v: v + "\ud800")),
              about="the first golden call's first text value ending in a lone surrogate"),

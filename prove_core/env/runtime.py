@@ -4,7 +4,8 @@
 path synthesis, rewards and rollouts use: look the session up (an id never seen gets a fresh
 session from the seed; an id whose session expired or was evicted gets SESSION_EXPIRED, unless
 the runtime re-creates such ids), validate the arguments against the published JSON Schema (a tool
-that checks its own, ``ToolDef.raw_arguments``, gets them as sent), run the tool atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
+that checks its own, ``ToolDef.raw_arguments``, gets them as sent), run the tool atomically (a
+tool that raises leaves the state as it was), and return a ``ToolResult``.
 The MCP path calls this same method, so both paths give the same result or the same error.
 
 ``build_runtime`` is the one way the framework makes a runtime: its session settings come from
