@@ -3,9 +3,9 @@
 ``ServerRuntime`` holds one server's sessions. ``call(session_id, tool, args)`` is the fast
 path synthesis, rewards and rollouts use: look the session up (an id never seen gets a fresh
 session from the seed; an id whose session expired or was evicted gets SESSION_EXPIRED, unless
-the runtime re-creates such ids), validate the arguments against the published JSON Schema (a tool
-that checks its own, ``ToolDef.raw_arguments``, gets them as sent), run the tool atomically (a
-tool that raises leaves the state as it was), and return a ``ToolResult``.
+the runtime re-creates such ids), validate the arguments against the published JSON Schema (a
+tool that checks its own, ``ToolDef.raw_arguments``, gets them as sent, unchecked), run the tool
+atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
 The MCP path calls this same method, so both paths give the same result or the same error.
 
 ``build_runtime`` is the one way the framework makes a runtime: its session settings come from
@@ -491,10 +491,10 @@ class ServerRuntime:
         if not isinstance(arguments, dict):
             err = InvalidArgument("arguments must be a JSON object", reason="SCHEMA_VIOLATION")
             return ToolResult(error=err.to_dict())
+        if tool_def.raw_arguments:  # the tool checks them itself, as its own benchmark does
+            return self._with_session(session_id, tool_def, dict(arguments))
         try:
             args = tool_def.validate(dict(arguments))
-            if tool_def.raw_arguments:  # the tool checks them itself, as its own benchmark does
-                return self._with_session(session_id, tool_def, args)
             properties = tool_def.spec.parameters["properties"]
             for key, value in args.items():
                 if value.__class__ in (float, list, dict) or (value.__class__ is str and not value.isascii()):

@@ -127,7 +127,8 @@ class ToolDef:
     asks: Asks = ()
     values: Mapping[str, ValueSource] = attrs.field(factory=dict)
     # The tool's own code checks its arguments (a wrapped benchmark, whose messages are the
-    # reference): the runtime hands them over as the caller sent them, not converted or refused.
+    # reference): the runtime hands them over as the caller sent them, neither validated against
+    # the schema nor converted (a whole float stays a float, NaN and lone surrogates get through).
     raw_arguments: bool = False
 
     @property
