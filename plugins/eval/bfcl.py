@@ -323,6 +323,7 @@ class Bfcl:
 
     name = "bfcl"
     Config = BfclConfig
+    resumable_options = ("categories", "ids")  # choose tasks: a resume may change them
     headline_label = ("BFCL-MT overall: the unweighted mean of its categories' accuracies, as BFCL's leaderboard "
                       "reports multi-turn, then each category")
 

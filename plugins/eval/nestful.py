@@ -667,6 +667,7 @@ class Nestful:
 
     name = "nestful"
     Config = NestfulConfig
+    resumable_options = ("splits", "ids")  # choose tasks: a resume may change them
     headline_label = ("NESTFUL's own scores over every sample played (splits weighted by their size, as NESTFUL "
                       "scores one file): F1 of function names and of parameters, win rate where executed, partial "
                       "and full sequence accuracy")

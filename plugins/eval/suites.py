@@ -167,6 +167,7 @@ class ProveSuite:
 
     name = "prove"
     Config = ProveSuiteConfig
+    resumable_options = ("behaviours",)  # choose tasks: a resume may change them
     headline_label = ("success on `call` tasks first (what training is for), then every task pooled, then each "
                       "behaviour; no mean of the behaviours: a model that never calls passes every clarify and "
                       "abstain task")

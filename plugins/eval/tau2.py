@@ -320,6 +320,7 @@ class Tau2:
 
     name = "tau2"
     Config = Tau2Config
+    resumable_options = ("domains", "task_ids")  # choose tasks: a resume may change them
     sessions: Any = None  # the experiment's [sessions], set by evaluate (None: defaults)
     headline_label = ("pass^1 (tasks with reward 1) per domain and their unweighted mean over the domains played "
                       "other than `mock`, τ²'s test domain, which τ²'s reported averages leave out")

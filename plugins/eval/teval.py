@@ -783,6 +783,7 @@ class TEval:
 
     name = "teval"
     Config = TEvalConfig
+    resumable_options = ("abilities", "formats", "ids", "workers")  # choose tasks: a resume may change them
 
     def __init__(self, config: TEvalConfig, *, similarity: Similarity | None = None) -> None:
         self.config = config

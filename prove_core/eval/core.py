@@ -235,22 +235,22 @@ def results_path(out_dir: Path, model: str, benchmark: str) -> Path:
     return out_dir / "results" / f"{_slug(model)}__{_slug(benchmark)}.jsonl"
 
 
-# Benchmark options that choose how many tasks run, not how one is played or scored: a resume may
-# change them (an evaluator adds its own in ``selection_options``).
-SELECTION_OPTIONS = ("limit",)
+# Benchmark options that choose which tasks run or what is kept beside a verdict, not how a task is
+# played or scored: a resume may change them (an evaluator names its own in ``resumable_options``).
+RESUMABLE_OPTIONS = ("limit", "transcripts")
 
 
 def fingerprint(model: Any, evaluator: Any, experiment: Any = None) -> dict[str, Any]:
     """What one model's results on one benchmark are a function of: the model's client and
-    options, the evaluator and its options with their defaults filled in (``SELECTION_OPTIONS``
-    and the evaluator's ``selection_options`` left out), and what its optional
+    options, the evaluator and its options with their defaults filled in (``RESUMABLE_OPTIONS``
+    and the evaluator's ``resumable_options`` left out), and what its optional
     ``data_identity(experiment)`` says of its data (the prove suite: its corpus's hash). A resume
     must match it."""
     import cattrs
 
     config = getattr(evaluator, "config", None)
     options = cattrs.Converter().unstructure(config) if attrs.has(type(config)) else {}
-    skip = {*SELECTION_OPTIONS, *getattr(evaluator, "selection_options", ())}
+    skip = {*RESUMABLE_OPTIONS, *getattr(evaluator, "resumable_options", ())}
     plain = json.loads(json.dumps({k: v for k, v in options.items() if k not in skip}, default=str))
     benchmark = {"name": getattr(evaluator, "name", type(evaluator).__name__), "options": plain}
     identity = getattr(evaluator, "data_identity", None)

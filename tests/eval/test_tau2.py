@@ -304,13 +304,16 @@ def test_results_made_with_the_scripted_user_are_not_resumed_with_the_llm_user(t
     from prove_core.eval.core import run_evaluation
     from tests.eval.conftest import eval_experiment
 
-    def experiment(user):
+    def experiment(user, ids=("create_task_1",)):
         return eval_experiment(tmp_path, models=[{"name": "oracle", "client": "oracle"}], plots=False,
-                               benchmarks=[{"name": "tau2", "options": {"domains": ["mock"], "task_ids": ["create_task_1"],
+                               benchmarks=[{"name": "tau2", "options": {"domains": ["mock"], "task_ids": list(ids),
                                                                          "user": user}}])
 
     report = run_evaluation(experiment({"client": "scripted"}), plugins, echo=lambda _: None)
     assert report["benchmarks"]["tau2"]["results"]["all"]["oracle"]["successes"] == 1
+    lines = []  # another task list only chooses tasks: the run resumes and adds one
+    more = run_evaluation(experiment({"client": "scripted"}, ("create_task_1", "update_task_1")), plugins, echo=lines.append)
+    assert more["benchmarks"]["tau2"]["results"]["all"]["oracle"]["n"] == 2 and any("1 from an earlier run" in x for x in lines)
     url = f"http://127.0.0.1:{_closed_port()}/v1"
     changed = r"other options \(benchmark\.options\.user\.base_url, benchmark\.options\.user\.client"
     with pytest.raises(ConfigError, match=changed):
