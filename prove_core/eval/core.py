@@ -392,12 +392,20 @@ def build_report(out_dir: Path, *, models: Sequence[str], benchmarks: Sequence[s
 
 
 def overview(report: Mapping[str, Any]) -> Iterator[str]:
+    """One console line per benchmark and model: the pooled rate with its interval, then the
+    benchmark's headline figure (its first: the one it leads with) and any note on it."""
     for bench, data in report["benchmarks"].items():
         for model in report["models"]:
             cell = data["results"][ALL][model]
             low, high = cell["ci"]
-            yield (f"  {bench:<14} {model:<20} {100 * cell['rate']:6.1f}%  [{100 * low:.1f}, {100 * high:.1f}]  "
-                   f"n={cell['n']}")
+            line = (f"  {bench:<14} {model:<20} {100 * cell['rate']:6.1f}%  [{100 * low:.1f}, {100 * high:.1f}]  "
+                    f"n={cell['n']}")
+            figures = (data.get("headline") or {}).get(model) or {}
+            if figures:
+                name, value = next(iter(figures.items()))
+                line += f"  headline {name} {'–' if value is None else f'{100 * value:.1f}'}"
+            notes = (data.get("notes") or {}).get(model) or []
+            yield line + ("  (see the report's notes)" if notes else "")
 
 
 def _percent(cell: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from prove_core.eval.core import Outcome, build_report, markdown, results_path, write_report
+from prove_core.eval.core import Outcome, build_report, markdown, overview, results_path, write_report
 from prove_core.model import JsonlWriter
 
 
@@ -32,6 +32,8 @@ def test_the_prove_suite_leads_with_call_tasks_so_a_model_that_never_calls_does_
     assert head["call"] == 0.0 and head["all tasks"] == pytest.approx(2 / 11)
     text = markdown(report)
     assert "Headline, in %: success on `call` tasks first" in text and "| silent | 0.0 | 18.2 | 100.0 | 100.0 |" in text
+    (line,) = overview(report)
+    assert "18.2%" in line and line.endswith("headline call 0.0")
 
 
 def test_tau2s_average_leaves_its_test_domain_out(tmp_path):
