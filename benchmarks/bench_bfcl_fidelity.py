@@ -251,6 +251,13 @@ def arithmetic(v: Any) -> str:
     return f"{v - 1} + 1" if isinstance(v, int) and not isinstance(v, bool) else repr(v)
 
 
+def concatenated(v: Any) -> str:
+    """A string of two or more characters written as two literals joined by ``+`` (``'doc' + 'ument'``)."""
+    if isinstance(v, str) and len(v) > 1:
+        return f"{v[:len(v) // 2]!r} + {v[len(v) // 2:]!r}"
+    return repr(v)
+
+
 TEXT_POLICIES: dict[str, Callable[[Situation], str]] = {
     "oracle": text_oracle,
     "sequential": lambda s: listed(s.now[s.step:s.step + 1]) if s.step < len(s.now) else "Done.",
@@ -267,6 +274,7 @@ TEXT_POLICIES: dict[str, Callable[[Situation], str]] = {
     "malformed": text_first_step(lambda s: listed(s.now)[:-2]),
     "wrong_types": text_first_step(lambda s: listed([(n, wrong(a)) for n, a in s.now])),
     "arithmetic_arguments": text_first_step(lambda s: listed(s.now, arithmetic)),
+    "concatenated_strings": text_first_step(lambda s: listed(s.now, concatenated)),
     "nested_call_argument": text_first_step(lambda s: listed([(n, {**a, "note": {"pwd": {}}}) for n, a in s.now])),
     "unknown_function_first": lambda s: ("[lookup_everything(query='all')]" if s.step == 0
                                          else listed(s.now) if s.step == 1 and s.now else "Done."),

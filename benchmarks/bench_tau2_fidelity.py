@@ -103,6 +103,32 @@ def _golden(task: Any, domain: str) -> list[dict[str, Any]]:
     return [call(action) for action in golden_actions(task)]
 
 
+def _floats(value: Any) -> Any:
+    """Every whole number as a float (``50`` -> ``50.0``, as models often write them)."""
+    if isinstance(value, dict):
+        return {k: _floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_floats(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _first_text(arguments: dict[str, Any], change: Callable[[str], Any]) -> dict[str, Any]:
+    """``arguments`` with its first text value changed (all of them as they are when none is text)."""
+    key = next((k for k, v in arguments.items() if isinstance(v, str)), None)
+    return arguments if key is None else {**arguments, key: change(arguments[key])}
+
+
+def _as_number(arguments: dict[str, Any], number: float) -> str:
+    """``arguments`` as JSON text with ``number`` (NaN, Infinity) for the first text value."""
+    return json.dumps(_first_text(arguments, lambda v: number))
+
+
+def _first_changed(task: Any, change: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
+    """The golden calls with the first one's arguments changed, then the closing message."""
+    return [call((a[0], change(a[1]))) if i == 0 else call(a) for i, a in enumerate(golden_actions(task))] \
+        + [say(closing(task))]
+
+
 SCENARIOS = [
     Scenario(name="golden", moves=lambda t, d: [*_golden(t, d), say(closing(t))], about="the golden actions, one per message"),
     Scenario(name="golden_scripted_user", moves=lambda t, d: [*_golden(t, d), say(closing(t))], user="scripted",
@@ -142,6 +168,18 @@ SCENARIOS = [
              about="the user's stop is step max_steps: τ² reports max_steps"),
     Scenario(name="empty_message", moves=lambda t, d: [say("")], about="an empty answer (asked again, then fails)"),
     Scenario(name="broken_json", moves=lambda t, d: [call(("get_users", "{oops"))], about="arguments that are not JSON"),
+    Scenario(name="whole_floats", moves=lambda t, d: [call((a[0], _floats(a[1]))) for a in golden_actions(t)]
+             + [say(closing(t))], about="the golden calls with every whole number written as a float (50.0)"),
+    Scenario(name="empty_arguments", moves=lambda t, d: _first_changed(t, lambda a: ""),
+             about="the first golden call with arguments \"\" (τ²'s json.loads fails the run)"),
+    Scenario(name="non_finite", moves=lambda t, d: _first_changed(t, lambda a: _as_number(a, float("nan"))),
+             about="the first golden call with a NaN for its first text value"),
+    Scenario(name="infinity", moves=lambda t, d: _first_changed(t, lambda a: _as_number(a, float("inf"))),
+             about="the first golden call with Infinity for its first text value"),
+    Scenario(name="lone_surrogate", moves=lambda t, d: _first_changed(t, lambda a: _first_text(a, lambda v: v + "\ud800")),
+             about="the first golden call's first text value ending in a lone surrogate"),
+    Scenario(name="padded_text", moves=lambda t, d: [call(a, content="  Let me do that.\n") for a in golden_actions(t)]
+             + [say("\n  " + closing(t) + "  \n")], about="text with whitespace around it, kept as written"),
 ]
 QUICK = ("golden", "golden_then_30_reads", "unknown_tool", "empty_message")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -398,20 +399,24 @@ def train_cmd(config: str | None, backend: str | None, steps: int | None) -> Non
 @click.option("--model", "models", multiple=True, metavar="CLIENT",
               help="Add a model by client with default options (oracle, no_call, spammer); repeatable.")
 @click.option("--benchmark", "benchmarks", multiple=True, metavar="NAME",
-              help="Add a benchmark with default options (prove, bfcl, tau2); repeatable.")
+              help="Add a benchmark with default options (prove, bfcl, tau2, teval, nestful); repeatable. "
+                   "tau2's default user simulator is an LLM endpoint (docs/evaluation.md).")
 @click.option("--only", "only", multiple=True, metavar="NAME", help="Run only these models/benchmarks of the config.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Tasks per category (sets options.limit).")
-@click.option("--out", default=None, type=click.Path(file_okay=False), help="Report folder [default: <run_dir>/eval].")
+@click.option("--out", default=None, type=click.Path(file_okay=False),
+              help="Report folder [default: <run_dir>/eval; runs/eval without a CONFIG].")
+@click.option("--fresh", is_flag=True, help="Delete the results of these models and benchmarks in the folder first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def eval_cmd(config: str | None, models: tuple[str, ...], benchmarks: tuple[str, ...], only: tuple[str, ...],
-             limit: int | None, out: str | None, as_json: bool) -> None:
+             limit: int | None, out: str | None, fresh: bool, as_json: bool) -> None:
     """Evaluate every model of CONFIG's [eval] section on every benchmark: JSON and markdown
     tables, PNG plots, per benchmark and category, with the number of tasks and a confidence
-    interval (docs/evaluation.md). Resumable: tasks already scored are not played again."""
+    interval (docs/evaluation.md). Resumable: tasks already scored are not played again; results
+    made with other model or benchmark options are refused (--fresh starts over)."""
     from prove_core.eval.core import run_evaluation
 
     experiment = _eval_experiment(config, models, benchmarks, only, limit, out)
-    report = run_evaluation(experiment, _plugins(), echo=(lambda _: None) if as_json else click.echo)
+    report = run_evaluation(experiment, _plugins(), echo=(lambda _: None) if as_json else click.echo, fresh=fresh)
     if as_json:
         _echo_json(report)
 
@@ -440,6 +445,8 @@ def _eval_experiment(config: str | None, models: tuple[str, ...], benchmarks: tu
     if not model_list or not bench_list:
         raise ProveError("nothing to evaluate: give a config with an [eval] section, or --model and --benchmark")
     base = settings or EvalConfig(models=model_list, benchmarks=bench_list)
+    if out is None and config is None and not base.output:  # no run name given: not the quickstart's folder
+        out = str(Path(experiment.output_dir) / "eval")
     return attrs.evolve(experiment, eval=attrs.evolve(base, models=model_list, benchmarks=bench_list,
                                                       output=out or base.output))
 

@@ -32,7 +32,8 @@ for good (``RequestFailed``) fails the entry as BFCL's ``inference_error`` and t
 One safeguard departs from BFCL: BFCL evaluates call strings built from the model's text with
 Python's ``eval`` (and its prompting decoder evaluates arithmetic in arguments). A call whose
 function is a Python builtin or a name of BFCL's executor module (``open``, ``print``, ...), an
-attribute of a call's result, or an argument that is an expression rather than a literal, is not
+attribute of a call's result, or an argument that is an expression rather than a literal (other
+than arithmetic on number literals and ``+`` of string literals, which BFCL's decoder computes), is not
 evaluated here: the model sees ``Error during execution: ...`` saying so, and the checker replays a
 call that fails the same way. A model calling the backends' functions never meets it.
 """
@@ -52,7 +53,7 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.errors import RequestFailed
-from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
+from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode, category_rates
 from prove_core.model import Message, ToolCall
 from prove_core.reward.rollout import Policy, PolicyTurn
 from prove_plugins.eval.servers import BFCL_CATEGORIES
@@ -227,9 +228,21 @@ def _computed(node: ast.expr) -> Iterator[ast.BinOp]:
         yield node
 
 
+def _string_concatenation(node: ast.BinOp) -> bool | None:
+    """``True`` when ``node`` joins string literals with ``+`` only (``'doc' + 'ument'``: its result
+    is no longer than the text it came from), ``False`` when it holds a string with anything else
+    (``'a' * 10 ** 9``), ``None`` when it holds no string."""
+    leaves = [n for n in ast.walk(node) if isinstance(n, ast.Constant)]
+    if not any(isinstance(leaf.value, str) for leaf in leaves):
+        return None
+    return all(isinstance(n, ast.BinOp | ast.Add) or (isinstance(n, ast.Constant) and isinstance(n.value, str))
+               for n in ast.walk(node))
+
+
 def _unsafe_arithmetic(text: str) -> str:
     """BFCL's prompting decoder evaluates arithmetic it finds in arguments (``resolve_ast_by_type``
-    runs ``eval`` on a ``BinOp``); PROVE lets it do so on number literals only."""
+    runs ``eval`` on a ``BinOp``); PROVE lets it do so on number literals, and on string literals
+    joined by ``+``, only."""
     body = text.strip("`\n ")
     body = ("" if body.startswith("[") else "[") + body + ("" if body.endswith("]") else "]")
     try:
@@ -238,6 +251,11 @@ def _unsafe_arithmetic(text: str) -> str:
         return ""  # the decoder fails on it the same way
     top = tree.body.elts if isinstance(tree.body, ast.List | ast.Tuple) else [tree.body]
     for node in (op for element in top if isinstance(element, ast.Call) for op in _computed(element)):
+        joined = _string_concatenation(node)
+        if joined is not None:
+            if not joined:
+                return "PROVE does not evaluate a string argument computed with anything but + of string literals"
+            continue
         for inner in ast.walk(node):
             if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Pow | ast.LShift):
                 exponent = inner.right
@@ -305,9 +323,17 @@ class Bfcl:
 
     name = "bfcl"
     Config = BfclConfig
+    resumable_options = ("categories", "ids")  # choose tasks: a resume may change them
+    headline_label = ("BFCL-MT overall: the unweighted mean of its categories' accuracies, as BFCL's leaderboard "
+                      "reports multi-turn, then each category")
 
     def __init__(self, config: BfclConfig) -> None:
         self.config = config
+
+    @staticmethod
+    def headline(records: list[dict[str, Any]]) -> dict[str, float | None]:
+        rates = category_rates(records)
+        return {"overall": sum(rates.values()) / len(rates) if rates else None, **rates}
 
     def evaluate(self, policy: Policy, context: EvalContext) -> Iterator[Outcome]:
         from prove_plugins.eval.servers import bfcl as bfcl_servers

@@ -667,9 +667,20 @@ class Nestful:
 
     name = "nestful"
     Config = NestfulConfig
+    resumable_options = ("splits", "ids")  # choose tasks: a resume may change them
+    headline_label = ("NESTFUL's own scores over every sample played (splits weighted by their size, as NESTFUL "
+                      "scores one file): F1 of function names and of parameters, win rate where executed, partial "
+                      "and full sequence accuracy")
+    HEADLINE = (("F1 names", "f1_function_names"), ("F1 parameters", "f1_parameters"), ("win rate", "win_rate"),
+                ("partial sequence", "partial_sequence_accuracy"), ("full sequence", "full_sequence_accuracy"))
 
     def __init__(self, config: NestfulConfig) -> None:
         self.config = config
+
+    @classmethod
+    def headline(cls, records: list[dict[str, Any]]) -> dict[str, float | None]:
+        pooled = official_scores(records).get("all", {}) if records else {}
+        return {label: pooled.get(key) for label, key in cls.HEADLINE}
 
     def samples(self) -> list[Sample]:
         cfg = self.config

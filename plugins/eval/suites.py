@@ -34,7 +34,7 @@ from prove_core import hookimpl
 from prove_core.config import RewardComponentConfig, RewardConfig, resolve
 from prove_core.env.runtime import Environments
 from prove_core.errors import ConfigError, RequestFailed
-from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
+from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode, category_rates
 from prove_core.model import Example, JsonlWriter, ToolCall, from_json, read_jsonl, to_json
 from prove_core.reward.core import DEFAULT_COMPONENTS, build_reward
 from prove_core.reward.rollout import Policy, PolicyTurn, RolloutLimits, rollout
@@ -167,9 +167,38 @@ class ProveSuite:
 
     name = "prove"
     Config = ProveSuiteConfig
+    resumable_options = ("behaviours",)  # choose tasks: a resume may change them
+    headline_label = ("success on `call` tasks first (what training is for), then every task pooled, then each "
+                      "behaviour; no mean of the behaviours: a model that never calls passes every clarify and "
+                      "abstain task")
 
     def __init__(self, config: ProveSuiteConfig) -> None:
         self.config = config
+
+    @staticmethod
+    def headline(records: list[dict[str, Any]]) -> dict[str, float | None]:
+        """The suite's headline: the call-task success rate, the pooled rate over every task, then
+        each behaviour's rate (``None`` where none was played)."""
+        rates = category_rates(records)
+        pooled = sum(bool(r["success"]) for r in records) / len(records) if records else None
+        return {"call": rates.get("call"), "all tasks": pooled,
+                **{b: rates.get(b) for b in BEHAVIOURS if b != "call"}}
+
+    def data_identity(self, experiment: Any) -> str | None:
+        """The corpus's content hash: a resynthesized corpus holds other held-out tasks, whose
+        results must not be mixed with the old ones (``None`` while there is no corpus)."""
+        import hashlib
+
+        if not self.config.corpus and experiment is None:
+            return None
+        path = Path(self.config.corpus) if self.config.corpus else experiment.run_dir / "synth" / "corpus.jsonl"
+        if not path.is_file():
+            return None
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()[:16]
 
     def _corpus(self, context: EvalContext) -> Path:
         path = Path(self.config.corpus) if self.config.corpus else context.experiment.run_dir / "synth" / "corpus.jsonl"

@@ -22,7 +22,12 @@ with τ²'s default agent, ``LLMAgent``), here over a live session of the domain
   ``generate`` raises): ``AGENT_ERROR``, reward 0, as τ²'s runner records a failed sample. A model
   request that fails for good (``RequestFailed``) does the same, with the error in ``details``,
   and the run goes on; so does a failing user simulator, or τ²'s evaluator failing (τ²'s runner
-  records every failed sample as ``AGENT_ERROR``; ``details["error"]`` says which it was);
+  records every failed sample as ``AGENT_ERROR``; ``details["error"]`` says which it was). A failed
+  request is marked ``retry`` (a resume plays the task again); a user simulator whose endpoint does
+  not answer at all stops the run before its first task (``check_reachable``);
+- the agent's message is read as τ²'s ``generate`` reads it (``endpoint_message``): its text as
+  the model wrote it, the arguments by ``json.loads`` (``""`` fails the task), handed to τ²'s
+  tools as sent (a whole float stays a float; NaN and lone surrogates reach τ²);
 - tool messages are τ²'s text (``tau2_servers.tool_message``): results as τ²'s environment
   renders them, ``Error: <exception>`` for a failure, τ²'s own message for an unknown tool.
 
@@ -59,8 +64,8 @@ import structlog
 
 from prove_core import hookimpl
 from prove_core.env.runtime import ToolResult, build_runtime
-from prove_core.errors import RequestFailed
-from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode
+from prove_core.errors import ProveError, RequestFailed
+from prove_core.eval.core import EvalContext, Outcome, Reference, begin_episode, category_rates
 from prove_core.model import ToolCall
 from prove_core.reward.rollout import Policy, PolicyTurn
 from prove_plugins.eval.servers import TAU2_DOMAINS
@@ -70,6 +75,7 @@ log = structlog.get_logger()
 
 GREETING = "Hi! How can I help you today?"  # τ²'s DEFAULT_FIRST_AGENT_MESSAGE; checked in the tests
 EVALUATIONS = ("all", "env", "action", "communicate")
+TEST_DOMAIN = "mock"  # τ²'s test domain: played when listed, left out of the headline's average
 AGENT, USER, ENV = "agent", "user", "env"  # τ²'s orchestrator roles
 # τ²'s defaults (tau2.config: DEFAULT_MAX_STEPS, DEFAULT_MAX_ERRORS, DEFAULT_SEED, DEFAULT_MAX_RETRIES,
 # DEFAULT_LLM_TEMPERATURE_USER); the tests check that they still are
@@ -216,12 +222,70 @@ def user_classes() -> tuple[type, type]:
     return ScriptedUser, EndpointUser
 
 
-class _Failed(Exception):
-    """The conversation cannot go on: τ²'s runner records the task as failed (reward 0)."""
+def endpoint_message(message: dict[str, Any]) -> tuple[str, list[tuple[str, str, Any]]]:
+    """(text, calls) of a chat-completion message as τ²'s ``generate`` reads it: the text as the
+    model wrote it (whitespace kept), each call as (id, name, arguments as sent)."""
+    from prove_core.reward.parsing import message_text
 
-    def __init__(self, reason: str, error: str, status: int | None = None) -> None:
+    content = message_text(message.get("content")) or ""
+    calls = []
+    for index, entry in enumerate(message.get("tool_calls") or []):
+        fn = entry.get("function") if isinstance(entry, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        call_id = entry.get("id") if isinstance(entry, dict) and isinstance(entry.get("id"), str) else f"call_{index}"
+        calls.append((call_id, str(fn.get("name") or ""), fn.get("arguments")))
+    return content, calls
+
+
+def decoded_arguments(arguments: Any) -> dict[str, Any]:
+    """A call's arguments as τ²'s ``generate`` decodes them (``json.loads``, which takes ``NaN``
+    and ``Infinity``); ``""``, text that is not JSON, or JSON that is not an object fails the task
+    as it fails τ²'s run (``AGENT_ERROR``)."""
+    import json
+
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        decoded = json.loads(arguments) if isinstance(arguments, str | bytes) else None
+    except ValueError as exc:
+        raise _Failed("agent_error", f"the model's tool call does not decode: {exc} in {str(arguments)[:80]!r}") from None
+    if not isinstance(decoded, dict):
+        raise _Failed("agent_error", f"the model's tool call arguments are not a JSON object: {str(arguments)[:80]!r}")
+    return decoded
+
+
+class _Failed(Exception):
+    """The conversation cannot go on: τ²'s runner records the task as failed (reward 0).
+    ``request``: a model or user-simulator request failed for good (the task was not played out:
+    a resume plays it again)."""
+
+    def __init__(self, reason: str, error: str, status: int | None = None, *, request: bool = False) -> None:
         super().__init__(error)
-        self.reason, self.error, self.status = reason, error, status
+        self.reason, self.error, self.status, self.request = reason, error, status, request
+
+
+def check_reachable(user: UserConfig) -> None:
+    """Stop before the first task when the LLM user simulator's endpoint does not answer at all
+    (every task would fail): ``ProveError`` saying what to start or configure."""
+    import urllib.error
+    import urllib.request
+
+    if user.client != "llm":
+        return
+    url = user.base_url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=min(10.0, user.timeout_s)):
+            return
+    except urllib.error.HTTPError:
+        return  # something answers (a server without /models, or one that wants a key)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ProveError(
+            f"τ²'s user simulator is an LLM behind {user.base_url} (model {user.model!r}), and nothing answers there "
+            f"({reason}). Start an OpenAI-compatible server there, or set the user in the config's tau2 entry: "
+            "[eval.benchmarks.options.user] base_url = \"...\", model = \"...\" — or client = \"scripted\" "
+            "(no model: states the scenario, then stops; for offline sanity runs, not comparable to τ²'s numbers); "
+            "docs/evaluation.md") from None
 
 
 @attrs.define
@@ -256,10 +320,19 @@ class Tau2:
 
     name = "tau2"
     Config = Tau2Config
+    resumable_options = ("domains", "task_ids")  # choose tasks: a resume may change them
     sessions: Any = None  # the experiment's [sessions], set by evaluate (None: defaults)
+    headline_label = ("pass^1 (tasks with reward 1) per domain and their unweighted mean over the domains played "
+                      "other than `mock`, τ²'s test domain, which τ²'s reported averages leave out")
 
     def __init__(self, config: Tau2Config) -> None:
         self.config = config
+
+    @staticmethod
+    def headline(records: list[dict[str, Any]]) -> dict[str, float | None]:
+        rates = category_rates(records)
+        counted = [rate for domain, rate in rates.items() if domain != TEST_DOMAIN]
+        return {"average": sum(counted) / len(counted) if counted else None, **rates}
 
     def user(self, task: Any) -> Any:
         """The task's user simulator: a τ² user (``get_init_state``, ``generate_next_message``)."""
@@ -297,6 +370,7 @@ class Tau2:
         self.sessions = getattr(context.experiment, "sessions", None)
         policy = self.agent_policy(policy)
         wanted_ids = set(self.config.task_ids)
+        checked = False
         for domain in self.config.domains:
             taken = 0
             for index, task in enumerate(tau2_servers.tasks(domain)):
@@ -308,6 +382,9 @@ class Tau2:
                 task_id = f"{domain}_{task.id}"
                 if not context.wanted(task_id):
                     continue
+                if not checked:  # before the first task played, not on a resume that plays none
+                    check_reachable(self.config.user)
+                    checked = True
                 begin_episode(policy, reference_of(task))
                 yield self.run_task(policy, domain, index, task)
 
@@ -327,6 +404,7 @@ class Tau2:
         if self.config.transcripts:
             details["messages"] = [chat.agent_view[0], *chat_messages(chat.trajectory)]
         return Outcome(task_id=f"{domain}_{task.id}", category=domain, success=reward >= 1.0 - 1e-6, score=reward,
+                       retry=chat.failure is not None and chat.failure.request,
                        metrics={"reward": reward, "calls": float(chat.calls), "steps": float(chat.steps),
                                 "errors": float(chat.errors),
                                 "agent_turns": float(sum(1 for m in chat.trajectory if type(m).__name__ == "AssistantMessage"))},
@@ -420,7 +498,7 @@ class Tau2:
                 reply, chat.user_state = user.generate_next_message(chat.message, chat.user_state)
                 reply.validate()
             except RequestFailed as exc:
-                raise _Failed("agent_error", f"user simulator: {exc}", exc.status) from None
+                raise _Failed("agent_error", f"user simulator: {exc}", exc.status, request=True) from None
             except ValueError as exc:  # τ²'s message check: an empty user message
                 raise _Failed("agent_error", f"user simulator: {exc}") from None
             if UserSimulator.is_stop(reply):
@@ -449,7 +527,8 @@ class Tau2:
     def agent_message(self, policy: Policy, chat: Conversation, tools: list[dict[str, Any]]) -> Any:
         """The agent's next message, as τ²'s ``LLMAgent`` gets it from its model (``generate``):
         an empty answer is asked again up to τ²'s retries; a call that does not decode, or an
-        answer still empty, fails the task; a failed request too."""
+        answer still empty, fails the task; a failed request too. An endpoint's message is read as
+        τ² reads it (``endpoint_message``): text as generated, arguments by ``json.loads``."""
         from tau2.config import DEFAULT_MAX_RETRIES
         from tau2.data_model.message import AssistantMessage
         from tau2.data_model.message import ToolCall as Tau2Call
@@ -458,17 +537,23 @@ class Tau2:
             try:
                 turn = policy.respond(list(chat.agent_view), tools)
             except RequestFailed as exc:
-                raise _Failed("agent_error", f"model request failed: {exc}", exc.status) from None
-            if turn.failures:
-                raise _Failed("agent_error", f"the model's tool call does not decode: {turn.failures[0].message}")
-            calls = turn.calls
-            content = turn.content or (turn.raw if not calls else "")
-            if calls or content.strip():
+                raise _Failed("agent_error", f"model request failed: {exc}", exc.status, request=True) from None
+            message = getattr(turn, "message", None)
+            if isinstance(message, dict) and message:
+                content, raw_calls = endpoint_message(message)
+            else:
+                if turn.failures:
+                    raise _Failed("agent_error", f"the model's tool call does not decode: {turn.failures[0].message}")
+                raw_calls = [(c.id, c.name, c.arguments) for c in turn.calls]
+                content = turn.content or (turn.raw if not raw_calls else "")
+            if raw_calls or content.strip():
                 break
         else:
             raise _Failed("agent_error", "the model's message is empty (no text, no tool calls)")
+        calls = [(call_id, name, decoded_arguments(arguments)) for call_id, name, arguments in raw_calls]
         return AssistantMessage(role="assistant", content=content or None, tool_calls=[
-            Tau2Call(id=c.id, name=c.name, arguments=c.arguments, requestor="assistant") for c in calls] or None)
+            Tau2Call(id=call_id, name=name, arguments=arguments, requestor="assistant")
+            for call_id, name, arguments in calls] or None)
 
     def score(self, trajectory: list[Any], reason: str, domain: str, task: Any) -> tuple[float, dict[str, Any]]:
         from tau2.data_model.simulation import SimulationRun, TerminationReason

@@ -39,7 +39,9 @@ T-Eval decodes greedily with at most 512 new tokens: give the model client the s
   stripped of quotes, equals the true arguments' text (``understand_args = "exact"``, T-Eval's
   current evaluator; ``"similarity"`` is its earlier embedding similarity of the two texts).
 - *review*: string: the first character after the answer's first ``:`` is the true choice (A–E);
-  JSON: ``is_finished`` equals the true answer.
+  JSON: T-Eval compares the parsed ``{"review": is_finished}`` object with the true answer, which
+  never equal, so a JSON sample scores 0 (``parse_rate`` 1 when it parses); whether
+  ``is_finished`` is right is kept in ``metrics["is_finished_right"]``, outside T-Eval's score.
 
 **Similarity.** T-Eval embeds texts with sentence-transformers' ``all-mpnet-base-v2`` (English)
 and ``thenlper/gte-large-zh`` (Chinese) and takes cosine similarities. ``similarity = "auto"``
@@ -53,7 +55,8 @@ sample's T-Eval metric, ``metrics`` its parts. ``success`` is the metric's own p
 exactly right answer (instruct, retrieve, understand, review), a plan with F1 = 1, a thought
 with similarity ≥ ``similarity_pass``. A failed request scores 0 with the error in ``details``.
 **T-Eval's overall score** is ``aggregate``: the mean per category, each ability the mean of its
-JSON and string categories (review: the string one), the overall the mean of the six abilities —
+JSON and string categories (review: the mean over every sample of its file, both formats, as
+T-Eval's ``ReviewEvaluator`` averages), the overall the mean of the six abilities —
 written per model to the benchmark's folder (``<model>.summary.json``/``.md``) after a run.
 """
 
@@ -116,15 +119,17 @@ DATA_FILES = (
 )
 
 # T-Eval's convert_results: each ability is the mean of these categories, the overall the mean of
-# the abilities (review's string score is counted twice there, i.e. alone).
+# the abilities. Review has one file (review_str_v2.json) holding both formats; T-Eval's
+# ReviewEvaluator averages over every sample of it (POOLED: a mean over samples, not categories).
 OFFICIAL_COMPONENTS = {
     "instruct": ("instruct_json", "instruct_str"),
     "plan": ("plan_json", "plan_str"),
     "reason": ("reason_json", "reason_str"),
     "retrieve": ("retrieve_json", "retrieve_str"),
     "understand": ("understand_json", "understand_str"),
-    "review": ("review_str",),
+    "review": ("review_str", "review_json"),
 }
+POOLED = frozenset({"review"})
 
 
 # -- loose parsing (T-Eval's format_load and parse_string) ------------------------------------------------
@@ -646,8 +651,10 @@ def score_review(text: str, datum: Mapping[str, Any]) -> Scored:
     fmt = response_format(datum, "str")
     choice = review_choice(text, fmt)
     truth = (datum.get("ground_truth") or {}).get("answer")
-    if fmt == "json":
-        truth = _truthy(truth)
+    if fmt == "json":  # T-Eval compares {"review": choice} with the answer: never equal, 0
+        right = float(choice is not None and choice == _truthy(truth))
+        return Scored("review", fmt, 0.0, {"review_quality": 0.0, "parse_rate": float(choice is not None),
+                                           "is_finished_right": right}, False, choice)
     right = float(choice is not None and choice == truth)
     return Scored("review", fmt, right, {"review_quality": right, "parse_rate": float(choice is not None)}, right == 1.0,
                   choice)
@@ -659,10 +666,10 @@ def score_review(text: str, datum: Mapping[str, Any]) -> Scored:
 def aggregate(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """T-Eval's overall score from outcome records (``Outcome.to_json()`` or results lines):
     the mean score per category (``<ability>_<format>``), each ability the mean of its categories
-    that were played (``OFFICIAL_COMPONENTS``: JSON and string; review: string), the overall the
-    mean of the abilities. Scores are fractions (T-Eval prints them ×100). ``complete`` says
-    whether every category T-Eval averages was played; other categories (review_json) are listed
-    but not averaged."""
+    that were played (``OFFICIAL_COMPONENTS``: JSON and string; review, ``POOLED``: the mean over
+    every sample of both), the overall the mean of the abilities. Scores are fractions (T-Eval
+    prints them ×100). ``complete`` says whether every category T-Eval averages was played; other
+    categories are listed but not averaged."""
     sums: dict[str, list[float]] = {}
     for record in outcomes:
         score = record.get("score")
@@ -670,6 +677,10 @@ def aggregate(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     components = {cat: {"n": len(v), "score": sum(v) / len(v)} for cat, v in sorted(sums.items())}
     abilities: dict[str, float | None] = {}
     for ability, cats in OFFICIAL_COMPONENTS.items():
+        if ability in POOLED:
+            pooled = [v for c in cats for v in sums.get(c, [])]
+            abilities[ability] = sum(pooled) / len(pooled) if pooled else None
+            continue
         values = [components[c]["score"] for c in cats if c in components]
         abilities[ability] = sum(values) / len(values) if values else None
     played = [v for v in abilities.values() if v is not None]
@@ -772,6 +783,7 @@ class TEval:
 
     name = "teval"
     Config = TEvalConfig
+    resumable_options = ("abilities", "formats", "ids", "workers")  # choose tasks: a resume may change them
 
     def __init__(self, config: TEvalConfig, *, similarity: Similarity | None = None) -> None:
         self.config = config
@@ -993,6 +1005,8 @@ class TEval:
 
     summary = staticmethod(aggregate)
 
+    headline_label = "T-Eval's overall (the mean of its six abilities) and each ability, as convert_results averages them"
+
     @staticmethod
     def headline(records: list[dict[str, Any]]) -> dict[str, float | None]:
         """The report's headline: T-Eval's overall and per-ability scores (``aggregate``), as the
@@ -1000,11 +1014,23 @@ class TEval:
         summary = aggregate(records)
         return {"overall": summary["overall"], **{a: summary["abilities"].get(a) for a in ABILITIES}}
 
+    @staticmethod
+    def headline_notes(records: list[dict[str, Any]]) -> list[str]:
+        """Says when the scores are not T-Eval's: a similarity other than T-Eval's embedding model."""
+        used = sorted({str(r["details"]["similarity"]) for r in records
+                       if isinstance(r.get("details"), dict) and r["details"].get("similarity")})
+        stand_ins = [name for name in used if name.split(" ")[0] == LexicalSimilarity.name]
+        if not stand_ins:
+            return []
+        return [f"similarity {', '.join(stand_ins)}: a word-count cosine stood in for T-Eval's embedding model, so "
+                "plan and reason (and similarity-scored understand) are not T-Eval's scores; compare them only with "
+                "other lexical runs (docs/evaluation.md)"]
+
 
 # the per-sample metrics of each ability (a failed request scores 0 in each)
 METRICS = {"instruct": ("format", "args_em"), "plan": ("precision", "recall", "f1", "parse_rate"),
            "reason": ("thought", "parse_rate"), "retrieve": ("name", "parse_rate"), "understand": ("args", "parse_rate"),
-           "review": ("review_quality", "parse_rate")}
+           "review": ("review_quality", "parse_rate")}  # review JSON adds is_finished_right
 
 
 def _forget_wanted(path: Path, wanted: Callable[[str], bool]) -> None:

@@ -3,8 +3,9 @@
 ``ServerRuntime`` holds one server's sessions. ``call(session_id, tool, args)`` is the fast
 path synthesis, rewards and rollouts use: look the session up (an id never seen gets a fresh
 session from the seed; an id whose session expired or was evicted gets SESSION_EXPIRED, unless
-the runtime re-creates such ids), validate the arguments against the published JSON Schema, run the
-tool atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
+the runtime re-creates such ids), validate the arguments against the published JSON Schema (a
+tool that checks its own, ``ToolDef.raw_arguments``, gets them as sent, unchecked), run the tool
+atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
 The MCP path calls this same method, so both paths give the same result or the same error.
 
 ``build_runtime`` is the one way the framework makes a runtime: its session settings come from
@@ -490,6 +491,8 @@ class ServerRuntime:
         if not isinstance(arguments, dict):
             err = InvalidArgument("arguments must be a JSON object", reason="SCHEMA_VIOLATION")
             return ToolResult(error=err.to_dict())
+        if tool_def.raw_arguments:  # the tool checks them itself, as its own benchmark does
+            return self._with_session(session_id, tool_def, dict(arguments))
         try:
             args = tool_def.validate(dict(arguments))
             properties = tool_def.spec.parameters["properties"]
@@ -503,6 +506,10 @@ class ServerRuntime:
         except (ValueError, TypeError, OverflowError) as exc:  # the validator chokes (a NaN in a multipleOf)
             err = InvalidArgument(f"invalid arguments: {exc}", reason="SCHEMA_VIOLATION", field="(arguments)")
             return ToolResult(error=err.to_dict())
+        return self._with_session(session_id, tool_def, args)
+
+    def _with_session(self, session_id: str, tool_def: Any,
+                      args: dict[str, Any]) -> ToolResult | tuple[Session, Any, dict[str, Any]]:
         try:
             session = self.session(session_id)
         except ToolError as exc:  # SESSION_EXPIRED, or RESOURCE_EXHAUSTED at the bound with evict_lru off

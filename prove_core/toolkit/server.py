@@ -130,6 +130,10 @@ class ToolDef:
     values: Mapping[str, ValueSource] = attrs.field(factory=dict)
     answers: tuple[str, ...] = ()  # result fields that answer a request (prove_core.toolkit.answers)
     sensitive: frozenset[str] = frozenset()  # result fields a reply never repeats
+    # The tool's own code checks its arguments (a wrapped benchmark, whose messages are the
+    # reference): the runtime hands them over as the caller sent them, neither validated against
+    # the schema nor converted (a whole float stays a float, NaN and lone surrogates get through).
+    raw_arguments: bool = False
 
     @property
     def name(self) -> str:

@@ -443,3 +443,32 @@ def test_public_names_are_the_same_in_an_environment_over_mcp_and_for_perturbati
     single = Environment([ServerRuntime(registry.load("servers", "banking"))])
     assert {s.name for s in single.specs()} == {s.name for s in runtimes[0].specs()}
     assert context.public_name(["banking"], "banking", "get_balance") == "get_balance"
+
+
+def _echo_server(raw: bool):
+    from prove_core.toolkit import Server, State
+
+    echo_server = Server("echo", domain="test", description="Echoes its arguments.", state=State,
+                         seed=lambda rng, options: State(salt="echo"))
+
+    @echo_server.tool(read_only=True, examples=[{"n": 1, "s": "x"}])
+    def echo(state: State, n: int, s: str) -> dict:
+        """Says what it got."""
+        return {"n": repr(n), "s": repr(s)}
+
+    echo_server.tools["echo"].raw_arguments = raw
+    return echo_server
+
+
+def test_a_tool_that_checks_its_own_arguments_gets_them_as_sent_and_others_get_json_values():
+    """Our servers: a whole float for an integer becomes an int, NaN and lone surrogates are refused;
+    a wrapped benchmark's tool (raw_arguments: it checks them itself) gets exactly what was sent."""
+    ours, raw = ServerRuntime(_echo_server(False)), ServerRuntime(_echo_server(True))
+    a, b = ours.new_session(), raw.new_session()
+    assert ours.call(a, "echo", {"n": 50.0, "s": "x"}).data == {"n": "50", "s": "'x'"}
+    assert raw.call(b, "echo", {"n": 50.0, "s": "x"}).data == {"n": "50.0", "s": "'x'"}
+    for bad in ({"n": float("nan"), "s": "x"}, {"n": 1, "s": "x\ud800"}):
+        assert ours.call(a, "echo", bad).error["reason"] == "SCHEMA_VIOLATION"
+    assert raw.call(b, "echo", {"n": float("inf"), "s": "x"}).data["n"] == "inf"
+    assert raw.call(b, "echo", {"n": 1, "s": "x\ud800"}).data["s"] == repr("x\ud800")
+    assert raw.call("gone", "nope", {}).error["reason"] == "UNKNOWN_TOOL"  # the rest of the checks stay

@@ -112,6 +112,9 @@ def test_calls_run_through_bfcls_executor_and_unsafe_ones_are_not_evaluated(bfcl
     assert _unsafe_arithmetic("[cd(folder='a' * 10 ** 9)]") and _unsafe_arithmetic("[f(x=2 ** 99999999)]")
     assert _unsafe_arithmetic("[f(x=__import__('os').getpid() + 1)]")
     assert not _unsafe_arithmetic("[f(x=g(a + b))]")  # BFCL's decoder keeps a call without keywords as text
+    # string literals joined by + are what BFCL's decoder computes too; a string built any other way is not
+    assert not _unsafe_arithmetic("[cd(folder='doc' + 'ument'), touch(file_name=['a' + \"b\" + 'c'])]")
+    assert _unsafe_arithmetic("[f(x='a' * 3)]") and _unsafe_arithmetic("[f(x='a' + str(1))]")
 
 
 def test_a_failed_request_fails_its_entry_and_the_run_goes_on_with_bfcls_request_settings(bfcl, plugins, endpoint,

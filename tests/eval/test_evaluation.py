@@ -223,3 +223,75 @@ def test_openai_client_sends_tools_and_decodes_tool_calls(endpoint, monkeypatch)
     handler.replies = [(400, {"error": "bad request"})]
     with pytest.raises(ProveError, match="HTTP 400"):
         policy.respond([{"role": "user", "content": "x"}], [])
+
+
+def _counting_plugins():
+    plugins = Plugins().load(autoload=False)
+    plugins.add(types.SimpleNamespace(prove_register_evaluators=hookimpl(lambda register: register(_Counting))),
+                name="counting-plugin")
+    return plugins
+
+
+def test_a_resume_with_other_options_is_refused_before_anything_runs_and_fresh_starts_over(tmp_path):
+    """As synthesis does: results made with other benchmark or model options are not mixed in."""
+    plugins = _counting_plugins()
+    first = eval_experiment(tmp_path, models=[{"name": "m", "client": "no_call"}], benchmarks=[{"name": "counting"}])
+    run_evaluation(first, plugins, echo=lambda _: None)
+    for models, benchmarks, changed in (
+            ([{"name": "m", "client": "no_call"}], [{"name": "counting", "options": {"tasks": 5}}], "benchmark.options.tasks"),
+            ([{"name": "m", "client": "no_call", "options": {"reply": "hm"}}], [{"name": "counting"}], "model.options.reply")):
+        other = eval_experiment(tmp_path, models=models, benchmarks=benchmarks)
+        with pytest.raises(ConfigError, match=r"made with other options \(" + changed.replace(".", r"\.")) as info:
+            run_evaluation(other, plugins, echo=lambda _: None)
+        assert "--fresh" in str(info.value)
+    # a limit only chooses how many tasks run: resuming with another one is fine
+    limited = eval_experiment(tmp_path, models=[{"name": "m", "client": "no_call"}],
+                              benchmarks=[{"name": "counting", "options": {"tasks": 3}}])
+    assert run_evaluation(limited, plugins, echo=lambda _: None)["benchmarks"]["counting"]["results"]["all"]["m"]["n"] == 3
+    other = eval_experiment(tmp_path, models=[{"name": "m", "client": "no_call"}],
+                            benchmarks=[{"name": "counting", "options": {"tasks": 5}}])
+    lines = []
+    report = run_evaluation(other, plugins, echo=lines.append, fresh=True)
+    assert report["benchmarks"]["counting"]["results"]["all"]["m"]["n"] == 5
+    assert not any("earlier run" in line for line in lines)
+
+
+class _Flaky(_Counting):
+    """Task t1's request fails (a run that could not be played) until ``up`` is set."""
+
+    name = "flaky"
+    up = False
+
+    def evaluate(self, policy, context):
+        for outcome in super().evaluate(policy, context):
+            if outcome.task_id == "t1" and not _Flaky.up:
+                outcome = attrs.evolve(outcome, success=False, score=0.0, retry=True)
+            yield outcome
+
+
+def test_a_task_whose_run_failed_is_played_again_on_resume_and_replaces_the_failure(tmp_path):
+    plugins = Plugins().load(autoload=False)
+    plugins.add(types.SimpleNamespace(prove_register_evaluators=hookimpl(lambda register: register(_Flaky))),
+                name="flaky-plugin")
+    experiment = eval_experiment(tmp_path, models=[{"name": "m", "client": "no_call"}], benchmarks=[{"name": "flaky"}])
+    lines = []
+    _Flaky.up = False
+    cell = run_evaluation(experiment, plugins, echo=lines.append)["benchmarks"]["flaky"]["results"]["all"]["m"]
+    assert (cell["n"], cell["successes"]) == (3, 0)
+    assert any("1 could not be played out" in line for line in lines)
+    _Flaky.up = True
+    lines.clear()
+    cell = run_evaluation(experiment, plugins, echo=lines.append)["benchmarks"]["flaky"]["results"]["all"]["m"]
+    assert (cell["n"], cell["successes"]) == (3, 1)  # t1 played again, counted once
+    assert any("1 tasks played" in line and "2 from an earlier run" in line for line in lines)
+
+
+def test_prove_eval_help_names_every_bundled_benchmark():
+    from click.testing import CliRunner
+
+    from prove_core.cli import cli
+
+    text = " ".join(CliRunner().invoke(cli, ["eval", "--help"]).output.split())
+    names = Plugins().load(autoload=False).registry.names("evaluators")
+    assert len(names) >= 5 and all(name in text for name in names), (names, text)
+    assert "--fresh" in text and "runs/eval without a CONFIG" in text

@@ -108,3 +108,23 @@ def test_a_failed_request_is_recorded_as_a_failed_task_and_the_run_goes_on(tmp_p
     assert len(failed) == 1 and failed[0]["success"] is False and failed[0]["details"]["status"] == 400
     assert "maximum context length" in failed[0]["details"]["error"]
     assert len(outcomes) == report["benchmarks"]["prove"]["results"][ALL]["m"]["n"] > 1
+
+
+def test_results_on_another_corpus_are_not_resumed(tmp_path, corpus, plugins):
+    """A resynthesized corpus holds other held-out tasks: its results must not join the old ones."""
+    import shutil
+
+    import pytest
+
+    from prove_core.errors import ConfigError
+
+    mine = tmp_path / "corpus.jsonl"
+    shutil.copy(corpus, mine)
+    experiment = eval_experiment(tmp_path, models=[{"name": "no_call", "client": "no_call"}], plots=False,
+                                 benchmarks=[{"name": "prove", "options": {"corpus": str(mine), "limit": 1}}])
+    run_evaluation(experiment, plugins, echo=lambda _: None)
+    run_evaluation(experiment, plugins, echo=lambda _: None)  # the same corpus resumes
+    lines = mine.read_text().splitlines(keepends=True)
+    mine.write_text("".join(lines[1:]))
+    with pytest.raises(ConfigError, match=r"other options \(benchmark\.data\)"):
+        run_evaluation(experiment, plugins, echo=lambda _: None)

@@ -160,7 +160,13 @@ def test_tool_messages_are_tau2s_text_for_every_kind_of_call(tau2):
                         ("get_order_details", {"order_id": "#W0000000", "requestor": "user"}),
                         ("lookup_everything", {}), ("lookup_everything", {"tool_name": "x"})],
              "mock": [("get_users", {}), ("create_task", {"user_id": "user_1", "title": "T"}), ("transfer_to_human_agents",
-                                                                                                   {"summary": "s"})]}
+                                                                                                   {"summary": "s"}),
+                      ("create_task", {"user_id": "user_1", "title": "T\ud800"}),  # a lone surrogate reaches τ²
+                      ("create_task", {"user_id": float("nan"), "title": "T"})],
+             # a whole float for an integer stays a float, as τ² passes it; non-finite numbers reach τ²
+             "airline": [("send_certificate", {"user_id": "noah_muller_9847", "amount": 50.0}),
+                         ("send_certificate", {"user_id": "noah_muller_9847", "amount": float("inf")}),
+                         ("get_user_details", {"user_id": float("nan")})]}
     for domain, pairs in calls.items():
         env = tau2.environment(domain)
         runtime = ServerRuntime(getattr(tau2, f"tau2_{domain}"), seed=0)
@@ -255,3 +261,60 @@ def test_a_failing_user_simulator_fails_the_task_and_the_run_goes_on(tau2, plugi
     assert failed.details["termination"] == "agent_error" and failed.details["error"].startswith("user simulator")
     assert failed.details["status"] == 400 and failed.score == 0.0
     assert played.details["termination"] == "user_stop" and played.score == 1.0
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_user_simulator_stops_the_run_before_any_task(tau2, plugins, tmp_path):
+    """Every task would be a failed run scoring 0: the run stops at the start, saying what to set."""
+    from prove_core.errors import ProveError
+    from prove_plugins.eval.tau2 import Tau2, Tau2Config, UserConfig
+
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    config = Tau2Config(domains=["mock"], task_ids=["create_task_1"], user=UserConfig(base_url=url, model="sim"))
+    with pytest.raises(ProveError, match="nothing answers there") as info:
+        next(Tau2(config).evaluate(OraclePolicy(OracleConfig()), _context(plugins)))
+    assert url in str(info.value) and 'client = "scripted"' in str(info.value)
+
+
+def test_prove_eval_tau2_without_a_config_says_what_to_configure_and_records_nothing(tau2, tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "prove_core.cli", "eval", "--benchmark", "tau2", "--model", "oracle",
+                           "--limit", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if "nothing answers there" not in proc.stderr:  # something serves 127.0.0.1:8000 on this machine
+        pytest.skip(f"an endpoint answers at τ²'s default user URL: {proc.stderr[-200:]}")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: τ²'s user simulator")
+    assert 'client = "scripted"' in proc.stderr
+    results = list((tmp_path / "runs" / "eval" / "results").glob("*.jsonl"))  # no run name given: runs/eval
+    assert results and all(not p.read_text() for p in results)  # no failed runs recorded as done
+    assert not (tmp_path / "runs" / "quickstart").exists()
+
+
+def test_results_made_with_the_scripted_user_are_not_resumed_with_the_llm_user(tau2, plugins, tmp_path):
+    """The issue's stale results: the user simulator switched, "6 from an earlier run" kept."""
+    from prove_core.errors import ConfigError
+    from prove_core.eval.core import run_evaluation
+    from tests.eval.conftest import eval_experiment
+
+    def experiment(user, ids=("create_task_1",)):
+        return eval_experiment(tmp_path, models=[{"name": "oracle", "client": "oracle"}], plots=False,
+                               benchmarks=[{"name": "tau2", "options": {"domains": ["mock"], "task_ids": list(ids),
+                                                                         "user": user}}])
+
+    report = run_evaluation(experiment({"client": "scripted"}), plugins, echo=lambda _: None)
+    assert report["benchmarks"]["tau2"]["results"]["all"]["oracle"]["successes"] == 1
+    lines = []  # another task list only chooses tasks: the run resumes and adds one
+    more = run_evaluation(experiment({"client": "scripted"}, ("create_task_1", "update_task_1")), plugins, echo=lines.append)
+    assert more["benchmarks"]["tau2"]["results"]["all"]["oracle"]["n"] == 2 and any("1 from an earlier run" in x for x in lines)
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    changed = r"other options \(benchmark\.options\.user\.base_url, benchmark\.options\.user\.client"
+    with pytest.raises(ConfigError, match=changed):
+        run_evaluation(experiment({"client": "llm", "base_url": url}), plugins, echo=lambda _: None)

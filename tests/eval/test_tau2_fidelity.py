@@ -5,7 +5,9 @@ reward and termination on every task, and their models must be sent the same pro
 
 The harness is ``benchmarks/bench_tau2_fidelity.py`` (which runs every task of a domain); here a
 few tasks of τ²'s mock domain (a plain one, one starting from a message history, one from
-initialization actions, one whose correct behaviour is to refuse) and one retail task.
+initialization actions, one whose correct behaviour is to refuse), one retail task, and for the
+calls models write oddly (whole floats, ``""`` arguments, NaN, Infinity, lone surrogates, text with
+whitespace around it) one airline task whose certificate amount is an integer parameter.
 """
 
 import pytest
@@ -15,6 +17,8 @@ MOCK = ["create_task_1", "update_task_with_message_history", "update_task_with_i
 RETAIL = ["38"]  # a lookup, τ²'s calculate (a tool returning text), a cancellation; communicates amounts
 RETAIL_SCENARIOS = {"golden", "golden_then_30_reads", "unknown_tool", "wrong_values", "golden_parallel",
                     "stop_at_max_steps"}
+AIRLINE = ["2"]  # send_certificate(user_id, amount: int): a whole float shows in the tool message
+AIRLINE_SCENARIOS = {"whole_floats", "empty_arguments", "non_finite", "infinity", "lone_surrogate", "padded_text"}
 # what τ² itself does with each scripted agent on the mock tasks (reward per task, termination)
 EXPECTED = {
     "golden": ([1.0, 1.0, 1.0, 1.0], "user_stop"),
@@ -26,6 +30,7 @@ EXPECTED = {
     "error_loop": ([0.0] * 4, "too_many_errors"),
     "empty_message": ([0.0] * 4, "agent_error"),
     "broken_json": ([0.0] * 4, "agent_error"),
+    "empty_arguments": ([0.0] * 4, "agent_error"),  # τ²'s json.loads("") fails the run
 }
 
 
@@ -48,7 +53,10 @@ def test_prove_scores_every_scripted_agent_as_tau2_does(harness, tau2, scenario)
     rows = [harness.compare(scenario, "mock", task) for task in tau2.tasks("mock") if task.id in MOCK]
     if scenario.name in RETAIL_SCENARIOS:
         rows += [harness.compare(scenario, "retail", task) for task in tau2.tasks("retail") if task.id in RETAIL]
-    assert len(rows) == len(MOCK) + (len(RETAIL) if scenario.name in RETAIL_SCENARIOS else 0)
+    if scenario.name in AIRLINE_SCENARIOS:
+        rows += [harness.compare(scenario, "airline", task) for task in tau2.tasks("airline") if task.id in AIRLINE]
+    assert len(rows) == len(MOCK) + (len(RETAIL) if scenario.name in RETAIL_SCENARIOS else 0) \
+        + (len(AIRLINE) if scenario.name in AIRLINE_SCENARIOS else 0)
     assert all(r.agree for r in rows), {f"{r.domain}/{r.task}": r.problems for r in rows if not r.agree}
     if scenario.name in EXPECTED:
         rewards, termination = EXPECTED[scenario.name]

@@ -114,7 +114,7 @@ EXPECTED = {
     "review_str/query_8_2": ("review_str", 1.0, True),
     "review_str/query_8_3": ("review_str", 0.0, False),
     "review_str/query_8_4": ("review_str", 0.0, False),
-    "review_str/query_8_5": ("review_json", 1.0, True),
+    "review_str/query_8_5": ("review_json", 0.0, False),  # T-Eval: {"review": True} != True
 }
 
 
@@ -165,6 +165,7 @@ def test_every_sample_scores_as_worked_out_by_hand(tmp_path):
     assert outcomes["reason_retrieve_understand_json/query_7_2/reason"].metrics == {"thought": 0.0, "parse_rate": 0.0}
     assert outcomes["review_str/query_8_3"].metrics == {"review_quality": 0.0, "parse_rate": 0.0}
     assert outcomes["review_str/query_8_4"].metrics == {"review_quality": 0.0, "parse_rate": 1.0}
+    assert outcomes["review_str/query_8_5"].metrics == {"review_quality": 0.0, "parse_rate": 1.0, "is_finished_right": 1.0}
     # what was kept: the answer as T-Eval stores it (cut at the stop marker), and the raw text
     i3 = outcomes["instruct/query_1_3_1"].details
     assert i3["answer"].endswith("{'propertyId': 36339325}") and "<|im_end|>" in i3["raw"]
@@ -175,13 +176,14 @@ def test_every_sample_scores_as_worked_out_by_hand(tmp_path):
     expected_components = {
         "instruct_json": 0.875 / 3, "instruct_str": 0.75, "plan_json": (2 / 3 + 0.5) / 3, "plan_str": 0.5,
         "reason_str": (1 + R2) / 2, "reason_json": 1 / 3, "retrieve_str": 1 / 3, "retrieve_json": 2 / 3,
-        "understand_str": 0.5, "understand_json": (J1_ARGS + 1) / 3, "review_str": 0.5, "review_json": 1.0}
+        "understand_str": 0.5, "understand_json": (J1_ARGS + 1) / 3, "review_str": 0.5, "review_json": 0.0}
     assert comps == pytest.approx(expected_components)
     abilities = {"instruct": (0.875 / 3 + 0.75) / 2, "plan": ((2 / 3 + 0.5) / 3 + 0.5) / 2, "reason": ((1 + R2) / 2 + 1 / 3) / 2,
-                 "retrieve": 0.5, "understand": ((J1_ARGS + 1) / 3 + 0.5) / 2, "review": 0.5}  # review: the string one only
+                 "retrieve": 0.5, "understand": ((J1_ARGS + 1) / 3 + 0.5) / 2,
+                 "review": 2 / 5}  # review: T-Eval's ReviewEvaluator, 2 right of the file's 5 samples
     assert summary["abilities"] == pytest.approx(abilities)
     assert summary["overall"] == pytest.approx(sum(abilities.values()) / 6)
-    assert summary["complete"] and summary["not_averaged"] == ["review_json"] and summary["similarity"] == "lexical"
+    assert summary["complete"] and summary["not_averaged"] == [] and summary["similarity"] == "lexical"
     assert f"overall {100 * summary['overall']:.1f}" in lines[-1]
     assert "| instruct | 29.2 (n=3) | 75.0 (n=2) | 52.1 |" in (tmp_path / "m.summary.md").read_text()
 
@@ -350,11 +352,13 @@ def test_lexical_similarity_is_a_word_count_cosine():
 
 def test_aggregate_averages_formats_then_abilities():
     records = [{"category": c, "score": s} for c, s in [("instruct_json", 1.0), ("instruct_json", 0.0), ("instruct_str", 1.0),
-                                                         ("plan_str", 0.5), ("review_str", 0.25), ("review_json", 1.0)]]
+                                                         ("plan_str", 0.5), ("review_str", 1.0), ("review_str", 0.0),
+                                                         ("review_json", 0.0)]]
     summary = aggregate(records)
-    assert summary["abilities"] == {"instruct": 0.75, "plan": 0.5, "reason": None, "retrieve": None, "understand": None,
-                                    "review": 0.25}
-    assert summary["overall"] == pytest.approx(0.5) and not summary["complete"]
+    # review: over every sample of its file (1/3), not the mean of its two formats (0.25)
+    assert summary["abilities"] == pytest.approx({"instruct": 0.75, "plan": 0.5, "reason": None, "retrieve": None,
+                                                  "understand": None, "review": 1 / 3})
+    assert summary["overall"] == pytest.approx((0.75 + 0.5 + 1 / 3) / 3) and not summary["complete"]
     assert aggregate([])["overall"] is None
 
 
@@ -439,16 +443,18 @@ def test_the_oracle_and_a_silent_model_through_prove_eval(tmp_path):
     out = tmp_path / "e" / "eval"
     table = report["benchmarks"]["teval"]["results"]
     assert set(report["benchmarks"]["teval"]["categories"]) == {c for c, _, _ in EXPECTED.values()} | {"all"}
-    assert table["all"]["oracle"]["n"] == len(EXPECTED) and table["all"]["oracle"]["successes"] == len(EXPECTED)
+    # every answer right, but T-Eval scores a JSON review sample 0 whatever it says (review: 4 of 5)
+    assert table["all"]["oracle"]["n"] == len(EXPECTED) and table["all"]["oracle"]["successes"] == len(EXPECTED) - 1
     oracle = json.loads((out / "benchmarks" / "teval" / "oracle.summary.json").read_text())
-    assert oracle["overall"] == pytest.approx(1.0, abs=1e-5) and oracle["complete"]
+    assert oracle["abilities"]["review"] == pytest.approx(4 / 5) and oracle["complete"]
+    assert oracle["overall"] == pytest.approx((5 + 4 / 5) / 6, abs=1e-5)
     silent = aggregate(outcomes_of(out, "no_call", "teval"))
     assert silent == {k: v for k, v in json.loads((out / "benchmarks" / "teval" / "no_call.summary.json").read_text()).items()
                       if k in silent}
     assert table["all"]["no_call"]["successes"] == 0 and silent["abilities"]["instruct"] == 0.0
-    assert any(line.startswith("  teval oracle: overall 100.0") for line in lines)
+    assert any(line.startswith(f"  teval oracle: overall {100 * (5 + 4 / 5) / 6:.1f}") for line in lines)
     headline = report["benchmarks"]["teval"]["headline"]  # the report's own: T-Eval's averaging, not the pooled rate
-    assert headline["oracle"]["overall"] == pytest.approx(1.0, abs=1e-5) and headline["no_call"]["instruct"] == 0.0
+    assert headline["oracle"]["overall"] == pytest.approx(oracle["overall"]) and headline["no_call"]["instruct"] == 0.0
     assert headline["no_call"]["overall"] == pytest.approx(silent["overall"])
     again = []
     run_evaluation(experiment, plugins, echo=again.append)

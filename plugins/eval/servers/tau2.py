@@ -129,11 +129,11 @@ def tool_message(result: Any, env: Any, name: str, arguments: Any) -> tuple[str,
     ``ToolResult`` of running it on a PROVE session whose environment is ``env`` (``None``: an
     unknown tool keeps PROVE's message).
 
-    τ²'s own failures carry τ²'s text already. A call PROVE's runtime refused before it reached
-    τ² gets τ²'s text when τ² has one: for an unknown tool, the error τ²'s own
-    ``make_tool_call`` raises on ``env`` (it raises before touching anything). Any other refusal
-    (a non-finite number, a lone surrogate: what τ²'s tools would take and PROVE's runtime does
-    not) keeps PROVE's message after τ²'s ``Error:`` prefix."""
+    τ²'s own failures carry τ²'s text already, and arguments reach τ²'s tools as sent (the
+    tools check them: ``ToolDef.raw_arguments``), so a whole float, a NaN or a lone surrogate
+    gets τ²'s own answer. A call PROVE's runtime refused before it reached τ² (an unknown tool)
+    gets the error τ²'s own ``make_tool_call`` raises on ``env`` (it raises before touching
+    anything); any other refusal keeps PROVE's message after τ²'s ``Error:`` prefix."""
     from prove_plugins.eval.servers.wrapped import render_value
 
     if result.error is None:

@@ -147,7 +147,9 @@ class ObjectServer(Server):
     in an ``ObjectState``; its tools are ``WrappedTool``s. ``module`` is the module that holds the
     server as an attribute (the conformance kit rebuilds it there in a fresh process).
     ``validate=False`` leaves argument checking to the external code, so a model sees the
-    benchmark's own messages (τ²'s evaluator replays a transcript and compares every result)."""
+    benchmark's own messages (τ²'s evaluator replays a transcript and compares every result):
+    the runtime then hands the arguments over as sent (``ToolDef.raw_arguments``: a whole float
+    stays a float, a NaN or a lone surrogate reaches the benchmark's code, as in the benchmark)."""
 
     def __init__(self, *, name: str, domain: str, description: str, build: Callable[[int, Any], Any],
                  tools: Iterable[WrappedTool], fingerprint: Callable[[Any], str], module: str,
@@ -170,6 +172,7 @@ class ObjectServer(Server):
                               annotations=ToolAnnotations(read_only=tool.read_only, idempotent=tool.read_only)),
                 fn=_body(tool, fingerprint, copy_object),
                 validate=fastjsonschema.compile(tool.parameters) if validate else _any_object,
+                raw_arguments=not validate,
                 examples=tuple(tool.examples),
             )
 
