@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from prove_core.errors import ConfigError
+from prove_core.errors import ConfigError, did_you_mean
 from prove_core.model import read_jsonl
 
 # The tool block Qwen2.5 and Qwen3 chat templates append to the system message for ``tools=``
@@ -196,7 +196,40 @@ EXPORTERS: dict[str, Callable[[Path, Path], Path]] = {
 }
 
 
+# What a format needs beyond PROVE's base install: (module, version floor, the install line).
+REQUIRES: dict[str, tuple[str, str, str]] = {"hf": ("datasets", "4.7", "pip install 'datasets>=4.7'")}
+
+
+def export_problems(formats: list[str], *, check_packages: bool = True) -> list[str]:
+    """What stops ``formats`` from being written, found before synthesis starts: unknown names
+    (with a did-you-mean) and, with ``check_packages``, optional packages that are missing or too
+    old, each with the line that installs them."""
+    import re
+    from importlib import metadata
+
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
+
+    problems = []
+    for i, fmt in enumerate(formats):
+        if fmt not in EXPORTERS:
+            problems.append(f"$.synth.exports[{i}]: unknown format {fmt!r}{did_you_mean(fmt, EXPORTERS)} "
+                            f"(formats: {', '.join(EXPORTERS)})")
+        elif fmt in REQUIRES and check_packages:
+            module, floor, install = REQUIRES[fmt]
+            try:
+                found = metadata.version(module)
+            except metadata.PackageNotFoundError:
+                problems.append(f"$.synth.exports[{i}]: the {fmt!r} export needs the {module} package: {install}")
+                continue
+            if release(found) < release(floor):
+                problems.append(f"$.synth.exports[{i}]: the {fmt!r} export needs {module}>={floor} (found {found}): "
+                                f"{install.replace('pip install', 'pip install -U')}")
+    return problems
+
+
 def export(fmt: str, corpus: Path, out_dir: Path) -> Path:
-    if fmt not in EXPORTERS:
-        raise ConfigError(f"$.synth.exports: unknown format {fmt!r}; available: {sorted(EXPORTERS)}")
+    problems = export_problems([fmt])
+    if problems:
+        raise ConfigError(problems[0].replace("[0]", ""))
     return EXPORTERS[fmt](corpus, out_dir)

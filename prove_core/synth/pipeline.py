@@ -363,6 +363,12 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     out_dir = experiment.run_dir / "synth"
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = {entry.name: entry for entry in resolve(experiment, plugins.registry)}
+    perturber = None  # built before the fingerprint is compared: a bad option is reported as itself
+    if cfg.perturb:
+        from prove_core.synth.perturbation import build_perturber
+
+        perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations",
+                                    teacher=build_component(plugins.registry, cfg, "teacher"))
     _check_resume(out_dir, fingerprint(experiment, list(resolved.values()), plugins), fresh)
     units = [[entry] for entry in resolved.values()]
     for i, group in enumerate(cfg.mounts):
@@ -387,13 +393,6 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     resumed = kept_calls
     bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress)
     global _WORK
-    perturber = None
-    if cfg.perturb:
-        from prove_core.synth.perturbation import build_perturber
-
-        teacher = build_component(plugins.registry, cfg, "teacher")
-        perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations",
-                                    teacher=teacher)
     _WORK = _Work(plans=plans, cfg=cfg, names=names, perturber=perturber)
     with JsonlWriter(corpus) as writer, JsonlWriter(drops) as dropped:
         limit = cfg.examples * cfg.max_attempts_factor
