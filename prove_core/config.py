@@ -116,6 +116,12 @@ class RewardConfig:
 STRATA = ("complete", "missing", "minimal")
 
 
+def _perturbations_shape(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, dict | list) or isinstance(value, list) and not all(isinstance(v, dict) for v in value):
+        raise ValueError("'perturbations' must be a list of [[synth.perturbations]] tables (name, rate, options) "
+                         f"or a table {{ seed, perturbations }}, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class MachineConfig:
     """``[synth.conversation]``: knobs of the conversation state machine."""
@@ -206,13 +212,15 @@ class SynthConfig:
     imports: list[ImportConfig] = attrs.field(factory=list)
     # options of LLM-backed components (labeller/teacher "llm"): base_url, model, api_key_env, ...
     llm: dict[str, Any] = attrs.field(factory=dict)
-    # robustness perturbations applied to validated conversations (the paper's four at their
-    # rates unless `perturbations.perturbations` lists others; see docs/reward.md)
     # groups of the experiment's servers mounted together for cross-server conversations
     # (e.g. [["crm", "email"]]); their tool names carry `<server>_` prefixes
     mounts: list[list[str]] = attrs.field(factory=list)
     perturb: bool = True
-    perturbations: dict[str, Any] = attrs.field(factory=dict)
+    # robustness perturbations applied to validated conversations: [[synth.perturbations]] entries
+    # (name, rate, options) replace the paper's four; {} keeps them (docs/synthesis.md#perturbations).
+    # The table form { seed = ..., perturbations = [...] } is accepted too. Entries are checked in
+    # phase 2, against each perturbation's Config.
+    perturbations: Any = attrs.field(factory=dict, validator=_perturbations_shape)
     cache_dir: str = ".prove_cache/graphs"
     exports: list[str] = attrs.field(factory=lambda: ["sft", "rl", "openrlhf"])  # docs/exports.md; also "hf"
     plots: bool = True
