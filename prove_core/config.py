@@ -99,14 +99,25 @@ def _preset_or_components(instance: Any, _attribute: Any, components: Any) -> No
                          "'components' lists the whole reward")
 
 
+def _changes_a_preset(instance: Any, attribute: Any, value: Any) -> None:
+    if value and instance.components is not None:
+        raise ValueError(f"'{attribute.name}' changes a preset; with 'components' (the whole reward) list the "
+                         "components as you want them instead")
+
+
 @attrs.frozen(kw_only=True)
 class RewardConfig:
     """The ``[reward]`` section: which components score — a ``preset`` (``None``: the default,
-    ``guarded``) or an explicit ``components`` list, not both — and what the ``reward`` stage
-    reads and reports (see docs/reward.md)."""
+    ``guarded``), changed by ``add``, ``weights`` and ``remove``, or an explicit ``components``
+    list, not both — and what the ``reward`` stage reads and reports (see docs/reward.md)."""
 
     preset: str | None = attrs.field(default=None, validator=_known_preset)
     components: list[RewardComponentConfig] | None = attrs.field(default=None, validator=_preset_or_components)
+    # a preset changed without writing it out: components appended, weights by component name,
+    # components left out by name (docs/reward.md#presets)
+    add: list[RewardComponentConfig] = attrs.field(factory=list, validator=_changes_a_preset)
+    weights: dict[str, float] = attrs.field(factory=dict, validator=_changes_a_preset)
+    remove: list[str] = attrs.field(factory=list, validator=_changes_a_preset)
     input: str | None = None  # rollouts JSONL the `reward` stage scores
     parser: str = "hermes"  # for raw completion text without its own "parser"
     worst: int = attrs.field(default=10, validator=attrs.validators.ge(0))
