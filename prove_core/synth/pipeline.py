@@ -572,16 +572,24 @@ def _example(record: dict[str, Any]) -> Example:
     return from_json(record, Example)
 
 
-_TOOL_IN_DETAIL = re.compile(r"flowed from \w+ to (\w+)|^(\w+)[ .:]")
+# Where a drop's detail names the tool it is about: "no account value flowed from A to B" (B),
+# "B: every request ...", "B needs the result ...", "B gave a different result ...", "B.password=..."
+# (provenance) and, after "N of M calls failed: ", "B FAILED_PRECONDITION/REASON: ...". A detail in
+# none of these shapes names no tool (its first word is not one: "the first call could not be planned").
+_FLOWED_TO = re.compile(r"flowed from \w+ to (\w+)")
+_LEADING_TOOL = re.compile(r"^(\w+)(?::| needs | gave |\.\w+=| [A-Z]\w*/)")
 
 
 def _failing_tool(detail: str) -> str | None:
-    """The tool a drop's detail names first (``"close_account: every request ..."``,
-    ``"2 of 4 calls failed: close_account FAILED_PRECONDITION/..."``)."""
+    """The tool a drop's detail names (``"close_account: every request ..."``,
+    ``"2 of 4 calls failed: close_account FAILED_PRECONDITION/..."``), or ``None``."""
+    flowed = _FLOWED_TO.search(detail)
+    if flowed:
+        return flowed.group(1)
     if ": " in detail and "calls failed" in detail:
         detail = detail.split(": ", 1)[1]
-    match = _TOOL_IN_DETAIL.search(detail)
-    return (match.group(1) or match.group(2)) if match else None
+    match = _LEADING_TOOL.match(detail)
+    return match.group(1) if match else None
 
 
 def _fmt(counts: dict[str, int]) -> str:
