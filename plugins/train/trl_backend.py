@@ -146,8 +146,9 @@ class TRLTrainer:
             logging_steps=1, save_strategy="steps", save_steps=settings.checkpoint_every, save_total_limit=2,
             report_to=report_to, seed=job.seed,
             use_cpu=device == "cpu", bf16=device == "cuda", max_completion_length=100_000,
-            disable_tqdm=True, lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
-            **{"gradient_checkpointing": False, **self.config.args},  # recomputation only pays off on big models
+            lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
+            # recomputation only pays off on big models; TRL's own progress bar as TRL shows it
+            **{"gradient_checkpointing": False, **trainer_progress(), **self.config.args},
         )
         sampling = Sampling(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
                             max_context=max_context)
@@ -245,8 +246,18 @@ def _prompt(example: Any) -> list[dict[str, Any]]:
     return [*opening(example), {"role": "user", "content": turns[0] if turns else ""}]
 
 
+def trainer_progress() -> dict[str, Any]:
+    """TRL's own progress bar (tqdm: steps, rate, time left) on when stderr is a terminal, off in a
+    log file or a pipe, where a bar is noise; ``[train.options] args = { disable_tqdm = ... }``
+    decides otherwise."""
+    import sys
+
+    return {"disable_tqdm": not sys.stderr.isatty()}
+
+
 def _quiet() -> None:
-    """No progress bars or experimental-feature warnings in the middle of our progress lines."""
+    """No download bars or experimental-feature warnings in the middle of our progress lines
+    (the trainer's own progress bar is left as TRL shows it: ``trainer_progress``)."""
     import os
     import warnings
 

@@ -271,20 +271,22 @@ def _validate(example: Example, env: Environment, cfg: SynthConfig) -> tuple[str
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self.last = total, enabled, -1
+    """The synthesis progress bar (tqdm on stderr: kept call conversations of the target, their
+    rate and the time left), shown only when ``enabled`` (by default: stderr is a terminal)."""
+
+    def __init__(self, total: int, enabled: bool, initial: int = 0) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, initial=min(initial, total), disable=not enabled, desc="synth",
+                        unit=" conversations", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
     def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        pct = int(100 * done / max(1, self.total))
-        if pct != self.last:
-            self.last = pct
-            bar = "#" * (pct // 4)
-            sys.stderr.write(f"\rsynth [{bar:<25}] {done}/{self.total}")
-            sys.stderr.flush()
-            if done >= self.total:
-                sys.stderr.write("\n")
+        done = min(done, int(self.bar.total))
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 # Settings that change how far a run goes or what it writes beside the corpus, not the corpus:
@@ -391,7 +393,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     for record in read_jsonl(drops):
         stats.drop(record["reason"], record.get("detail", ""))
     resumed = kept_calls
-    bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress)
+    bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress, initial=kept_calls)
     global _WORK
     _WORK = _Work(plans=plans, cfg=cfg, names=names, perturber=perturber)
     with JsonlWriter(corpus) as writer, JsonlWriter(drops) as dropped:
@@ -433,6 +435,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 kept_calls += drafted.task.expected == "call"
                 bar.update(kept_calls)
         _WORK = None
+        bar.close()
         for spec in cfg.imports:
             for example in _import(spec, plugins, cfg):
                 if example.id in writer:

@@ -208,3 +208,15 @@ def test_the_report_names_what_the_backend_ran(tmp_path):
     assert [label for label, _ in held_out_phases(TrainResult(ok=True, method=None, before=summary(0.1),
                                                               after=summary(0.2)))] == ["first evaluation",
                                                                                         "second evaluation"]
+
+
+def test_the_trl_backend_leaves_trls_progress_bar_to_the_terminal(monkeypatch):
+    """TRL's own tqdm bar shows on a terminal and stays out of logs and pipes."""
+    import sys
+
+    from prove_plugins.train.trl_backend import trainer_progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert trainer_progress() == {"disable_tqdm": False}
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert trainer_progress() == {"disable_tqdm": True}

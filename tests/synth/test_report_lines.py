@@ -1,5 +1,5 @@
-"""stats.md's drops-by-tool table names tools: each drop detail's tool is found where the detail
-names it, and a detail that names none is not counted under its first word."""
+"""What synthesis tells the user: stats.md's drops-by-tool table names tools (each drop detail's tool
+is found where the detail names it, never its first word), and the progress bar."""
 
 import pytest
 
@@ -27,3 +27,25 @@ def test_the_drops_table_of_a_real_corpus_lists_only_real_tools(corpus, plugins)
     listed = {tool for counts in corpus["report"]["drops_by_tool"].values() for tool in counts}
     assert listed, corpus["report"]["drops"]
     assert listed <= tools, listed - tools
+
+
+def test_the_progress_bar_shows_rate_and_time_left_on_a_terminal_only(monkeypatch):
+    import io
+    import sys
+
+    from prove_core.synth.pipeline import Progress
+
+    shown = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", shown)
+    bar = Progress(10, True, initial=2)
+    for done in (3, 5, 5, 12):
+        bar.update(done)
+    bar.close()
+    text = shown.getvalue()
+    assert "synth" in text and "10/10" in text and "conversations/s" in text and "<" in text  # rate, time left
+    quiet = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    bar = Progress(10, False)
+    bar.update(4)
+    bar.close()
+    assert quiet.getvalue() == ""
