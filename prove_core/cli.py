@@ -28,6 +28,27 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
 
 
+def _fit(text: str, width: int) -> str:
+    """``text`` cut at a word boundary to ``width`` characters with an ellipsis (never mid-word)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1].rsplit(" ", 1)[0].rstrip(" ,;:(-")
+    return cut + "…"
+
+
+def _last_column(rows: list[list[str]], header: list[str]) -> list[list[str]]:
+    """``rows`` whose last (free text) column fits the terminal, cut between words; whole when
+    stdout is not a terminal (a pipe or a file gets every word)."""
+    import shutil
+
+    if not sys.stdout.isatty():
+        return rows
+    used = sum(max(len(str(r[i])) for r in [header, *rows]) + 2 for i in range(len(header) - 1))
+    width = max(30, shutil.get_terminal_size().columns - used)
+    return [[*row[:-1], _fit(row[-1], width)] for row in rows]
+
+
 def _table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -78,7 +99,8 @@ def plugins_cmd(as_json: bool) -> None:
             "failures": [{"plugin": f.plugin, "distribution": f.distribution, "error": f.error} for f in plugins.failures],
         })
         return
-    _table([[noun(c.kind), c.name, c.distribution, c.summary[:60]] for c in comps], ["kind", "name", "distribution", "summary"])
+    header = ["kind", "name", "distribution", "summary"]
+    _table(_last_column([[noun(c.kind), c.name, c.distribution, c.summary] for c in comps], header), header)
     for f in plugins.failures:
         click.echo(f"failed to load plugin {f.plugin} ({f.distribution}): {f.error}", err=True)
 
@@ -122,8 +144,8 @@ def servers_tools(name: str, as_json: bool) -> None:
     for spec in server.specs():
         a = spec.annotations
         flags = "read-only" if a.read_only else ("destructive" if a.destructive else "write")
-        rows.append([spec.name, flags, spec.description.split("\n")[0][:70]])
-    _table(rows, ["tool", "kind", "description"])
+        rows.append([spec.name, flags, spec.description.split("\n")[0]])
+    _table(_last_column(rows, ["tool", "kind", "description"]), ["tool", "kind", "description"])
 
 
 @servers_cmd.command("catalog")
