@@ -177,8 +177,11 @@ def _parser_problem(registry: Any, name: str, where: str) -> list[str]:
 
 def _train_problems(experiment: Experiment, registry: Any, running: bool, produced: set[str]) -> list[str]:
     settings, problems = experiment.train or TrainConfig(), list[str]()
-    registry.check_entry("trainers", settings.backend, settings.options, where="$.train", name_key="backend",
-                         problems=problems)
+    checked = registry.check_entry("trainers", settings.backend, settings.options, where="$.train", name_key="backend",
+                                   problems=problems)
+    missing = registry.missing_requirements("trainers", settings.backend) if checked is not None and running else None
+    if missing:
+        problems.append(f"$.train.backend: {missing}")
     problems += _parser_problem(registry, settings.parser, "$.train.parser")
     if settings.perturb and (experiment.synth is None or not experiment.synth.perturb):
         from prove_core.synth.perturbation import build_perturber
@@ -202,8 +205,11 @@ def _eval_problems(experiment: Experiment, registry: Any, running: bool) -> list
     if settings is None:
         return ["$.eval: the 'eval' stage needs an [eval] section with [[eval.models]] and [[eval.benchmarks]]"]
     for i, model in enumerate(settings.models):  # checked, not built: a local model would load its weights
-        registry.check_entry("clients", model.client, model.options, where=f"$.eval.models[{i}]", name_key="client",
-                             problems=problems)
+        checked = registry.check_entry("clients", model.client, model.options, where=f"$.eval.models[{i}]",
+                                       name_key="client", problems=problems)
+        missing = registry.missing_requirements("clients", model.client) if checked is not None and running else None
+        if missing:
+            problems.append(f"$.eval.models[{i}].client: {missing}")
     for i, bench in enumerate(settings.benchmarks):  # built when they run: that checks their data paths
         check = registry.build_entry if running else registry.check_entry
         check("evaluators", bench.name, bench.options, where=f"$.eval.benchmarks[{i}]", problems=problems)

@@ -73,6 +73,9 @@ class TRLTrainer:
 
     name = "trl"
     Config = TRLOptions
+    # checked before any stage runs (prove_core.stages.check_experiment), and again by train()
+    requires = ("torch", "transformers", "trl", "datasets", "accelerate")
+    install = "pip install torch==2.13.0 && pip install -e '.[train]'"
 
     def __init__(self, config: TRLOptions = TRLOptions()) -> None:
         self.config = config
@@ -225,18 +228,15 @@ class TRLTrainer:
                            after=after, details={"start_model": str(start)})
 
 
-TRAIN_EXTRA_HINT = "pip install torch==2.13.0 && pip install -e '.[train]'"
-
-
 def _require_train_extra() -> None:
     """A clear error before anything runs when torch, transformers, TRL or datasets is missing."""
     import importlib.util
 
     from prove_core.errors import ProveError
 
-    missing = [m for m in ("torch", "transformers", "trl", "datasets", "accelerate") if importlib.util.find_spec(m) is None]
+    missing = [m for m in TRLTrainer.requires if importlib.util.find_spec(m) is None]
     if missing:
-        raise ProveError(f"the trl backend needs {', '.join(missing)} (the train extra): {TRAIN_EXTRA_HINT}")
+        raise ProveError(f"the trl backend needs {', '.join(missing)} (the train extra): {TRLTrainer.install}")
 
 
 def _prompt(example: Any) -> list[dict[str, Any]]:

@@ -216,6 +216,20 @@ class Registry:
             problems.extend(config_problems(exc))
             return None
 
+    def missing_requirements(self, kind: str, name: str) -> str | None:
+        """What a component needs installed and is not, as one sentence with the line that installs
+        it; ``None`` when nothing is missing. A component class declares its optional packages
+        with ``requires`` (module names, e.g. ``("torch", "trl")``) and ``install`` (the install
+        line); the validation pass checks them for the stages that run, before any work."""
+        import importlib.util
+
+        target = self.load(kind, name)
+        missing = [m for m in getattr(target, "requires", ()) if importlib.util.find_spec(m) is None]
+        if not missing:
+            return None
+        install = getattr(target, "install", "") or f"pip install {' '.join(missing)}"
+        return f"{noun(kind)} {name!r} needs {', '.join(missing)}: {install}"
+
     def _component_class(self, kind: str, name: str) -> Any:
         if kind in OBJECT_KINDS:
             raise PluginError(f"{kind} are registered as objects, not built from options: use Registry.load")

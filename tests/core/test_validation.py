@@ -209,3 +209,22 @@ def test_run_help_lists_every_stage():
     for stage in STAGES:
         assert f"\n    {stage} " in text, stage
     assert "--set KEY=VALUE" in text
+
+
+def test_a_components_missing_packages_are_reported_before_its_stage_with_the_install_line(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trl" else real(name, *a))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("")
+    experiment = load_experiment({"output_dir": str(tmp_path), "stages": ["train", "eval"], "servers": [{"name": "banking"}],
+                                  "train": {"backend": "trl", "corpus": str(corpus)},
+                                  "eval": {"models": [{"name": "m", "client": "hf", "options": {"path": "x"}}],
+                                           "benchmarks": [{"name": "prove"}]}})
+    with pytest.raises(ConfigError) as err:
+        check_experiment(experiment, get_plugins())
+    assert ("$.train.backend: trainer 'trl' needs trl: pip install torch==2.13.0 && pip install -e '.[train]'"
+            in str(err.value))
+    assert "$.eval.models[0].client" not in str(err.value)  # torch and transformers are here
+    check_experiment(experiment, get_plugins(), run=["eval"])  # a stage that does not run needs nothing installed
