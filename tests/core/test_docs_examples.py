@@ -1,4 +1,4 @@
-"""Every Python example of docs/plugins.md and docs/training.md runs against the code as it is.
+"""Every Python example of docs/plugins.md, docs/training.md and docs/reward.md runs against the code as it is.
 
 Each fenced ``python`` block is executed on its own. A block that defines ``prove_register_*``
 hooks is added as a plugin to a fresh plugin set (the bundled plugins, no entry points); every
@@ -25,7 +25,7 @@ from prove_core.plugin.manager import Plugins
 from prove_core.plugin.registry import config_class
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
-PAGES = (DOC, DOC.with_name("training.md"))
+PAGES = (DOC, DOC.with_name("training.md"), DOC.with_name("reward.md"))
 SKIP = re.compile(r"^<!-- docs-test: skip \((?P<why>[^)]+)\) -->$")
 FENCE = re.compile(r"^```(?P<lang>\S*)\s*$")
 
@@ -63,7 +63,9 @@ RUNNABLE = [b for b in BLOCKS if b.skip is None]
 
 def test_the_page_has_examples_for_every_kind_and_few_skipped_blocks():
     assert len(RUNNABLE) >= 10
-    assert len(BLOCKS) - len(RUNNABLE) <= 2, [b.line for b in BLOCKS if b.skip]
+    for page in PAGES:  # a page may skip a block that needs the reader's own package or data, but few
+        skipped = [b.line for b in BLOCKS if b.page == page.name and b.skip]
+        assert len(skipped) <= 2, (page.name, skipped)
     hooks = {h for b in RUNNABLE for h in re.findall(r"^def (prove_register_\w+)\(", b.code, re.M)}
     assert hooks == {f"prove_register_{k}" for k in ("samplers", "extractors", "teachers", "rewards", "perturbations",
                                                      "parsers", "trainers", "evaluators", "clients")}
