@@ -137,6 +137,24 @@ def _collect(problems: list[str], check: Callable[..., Any], *args: Any, **kwarg
     return None
 
 
+def _episode_problems(experiment: Experiment, registry: Any) -> list[str]:
+    """Each scripted step names a tool of the experiment's servers (as the episode's environment
+    publishes it: ``<server>_<tool>`` when there are several)."""
+    from prove_core.env.runtime import public_name
+
+    names = [s.name for s in experiment.servers]
+    tools = []
+    for name in names:
+        try:
+            server = registry.load("servers", name)
+        except (UnknownComponent, PluginError):
+            return []  # reported with the servers
+        tools += [public_name(name, tool, prefixed=len(names) > 1) for tool in server.tools]
+    assert experiment.episode is not None
+    return [f"$.episode.steps[{i}].tool: no tool {step.tool!r} on {', '.join(names)}{did_you_mean(step.tool, tools)}"
+            for i, step in enumerate(experiment.episode.steps) if step.tool not in tools]
+
+
 def _synth_problems(experiment: Experiment, registry: Any, running: bool) -> list[str]:
     from prove_core.synth.exporters import export_problems
     from prove_core.synth.perturbation import build_perturber
@@ -237,6 +255,8 @@ def check_experiment(experiment: Experiment, plugins: Any, *, run: list[str] | t
     _collect(problems, resolve, experiment, registry)
     if "episode" in stages and experiment.episode is None:
         problems.append("$.episode: the 'episode' stage needs an [episode] section with steps")
+    elif experiment.episode is not None:
+        problems += _episode_problems(experiment, registry)
     if experiment.synth is not None or "synth" in stages:
         problems += _synth_problems(experiment, registry, "synth" in stages)
     if experiment.reward is not None or {"reward", "train"} & set(stages):

@@ -228,3 +228,18 @@ def test_a_components_missing_packages_are_reported_before_its_stage_with_the_in
             in str(err.value))
     assert "$.eval.models[0].client" not in str(err.value)  # torch and transformers are here
     check_experiment(experiment, get_plugins(), run=["eval"])  # a stage that does not run needs nothing installed
+
+
+def test_the_configuration_page_example_passes_the_validation_pass_and_a_wrong_tool_does_not():
+    import re
+    from pathlib import Path
+
+    from prove_core.config import parse_toml
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    data = parse_toml(re.search(r"```toml\n(.*?)```", text, re.S).group(1))
+    check_experiment(load_experiment(data), get_plugins())
+    data["episode"]["steps"][0]["tool"] = "banking_find_customers"  # the prefix exists only with several servers
+    with pytest.raises(ConfigError, match=r"\$\.episode\.steps\[0\]\.tool: no tool 'banking_find_customers' on banking; "
+                                          r"did you mean 'find_customers'\?"):
+        check_experiment(load_experiment(data), get_plugins())
