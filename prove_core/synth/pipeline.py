@@ -278,7 +278,7 @@ class Progress:
         from tqdm import tqdm
 
         self.bar = tqdm(total=total, initial=min(initial, total), disable=not enabled, desc="synth",
-                        unit=" conversations", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+                        unit="conv", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
     def update(self, done: int) -> None:
         done = min(done, int(self.bar.total))

@@ -42,7 +42,7 @@ def test_the_progress_bar_shows_rate_and_time_left_on_a_terminal_only(monkeypatc
         bar.update(done)
     bar.close()
     text = shown.getvalue()
-    assert "synth" in text and "10/10" in text and "conversations/s" in text and "<" in text  # rate, time left
+    assert "synth" in text and "10/10" in text and "conv/s" in text and "<" in text  # rate, time left
     quiet = io.StringIO()
     monkeypatch.setattr(sys, "stderr", quiet)
     bar = Progress(10, False)
