@@ -29,6 +29,27 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
 
 
+def _fit(text: str, width: int) -> str:
+    """``text`` cut at a word boundary to ``width`` characters with an ellipsis (never mid-word)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1].rsplit(" ", 1)[0].rstrip(" ,;:(-")
+    return cut + "…"
+
+
+def _last_column(rows: list[list[str]], header: list[str]) -> list[list[str]]:
+    """``rows`` whose last (free text) column fits the terminal, cut between words; whole when
+    stdout is not a terminal (a pipe or a file gets every word)."""
+    import shutil
+
+    if not sys.stdout.isatty():
+        return rows
+    used = sum(max(len(str(r[i])) for r in [header, *rows]) + 2 for i in range(len(header) - 1))
+    width = max(30, shutil.get_terminal_size().columns - used)
+    return [[*row[:-1], _fit(row[-1], width)] for row in rows]
+
+
 def _table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -47,6 +68,23 @@ def cli(log_json: bool, log_level: str) -> None:
         raise click.BadParameter(str(exc), param_hint="--log-level") from None
 
 
+def _set_option(command: Any) -> Any:
+    return click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                        help="Override one config setting by its dotted path, e.g. --set synth.examples=50 "
+                             "or --set reward.components[0].weight=0.3 (VALUE is read as TOML; repeatable).")(command)
+
+
+def _checked(config: str | None, overrides: tuple[str, ...], run: list[str], plugins: Any) -> Any:
+    """The experiment of CONFIG with the overrides applied, after the validation pass over the
+    whole of it (``prove_core.stages.check_experiment``) for a command that runs ``run``."""
+    from prove_core.config import load_experiment
+    from prove_core.stages import check_experiment
+
+    experiment = load_experiment(config, overrides)
+    check_experiment(experiment, plugins, run=run)
+    return experiment
+
+
 @cli.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def plugins_cmd(as_json: bool) -> None:
@@ -62,7 +100,8 @@ def plugins_cmd(as_json: bool) -> None:
             "failures": [{"plugin": f.plugin, "distribution": f.distribution, "error": f.error} for f in plugins.failures],
         })
         return
-    _table([[noun(c.kind), c.name, c.distribution, c.summary[:60]] for c in comps], ["kind", "name", "distribution", "summary"])
+    header = ["kind", "name", "distribution", "summary"]
+    _table(_last_column([[noun(c.kind), c.name, c.distribution, c.summary] for c in comps], header), header)
     for f in plugins.failures:
         click.echo(f"failed to load plugin {f.plugin} ({f.distribution}): {f.error}", err=True)
 
@@ -106,8 +145,8 @@ def servers_tools(name: str, as_json: bool) -> None:
     for spec in server.specs():
         a = spec.annotations
         flags = "read-only" if a.read_only else ("destructive" if a.destructive else "write")
-        rows.append([spec.name, flags, spec.description.split("\n")[0][:70]])
-    _table(rows, ["tool", "kind", "description"])
+        rows.append([spec.name, flags, spec.description.split("\n")[0]])
+    _table(_last_column(rows, ["tool", "kind", "description"]), ["tool", "kind", "description"])
 
 
 @servers_cmd.command("catalog")
@@ -316,23 +355,26 @@ def audit_cmd(name: str, seed: int, as_json: bool) -> None:
 @click.option("--name", default=None, help="Run name (output goes to <output_dir>/<name>/synth).")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: when stderr is a terminal).")
 @click.option("--fresh", is_flag=True, help="Discard the run's corpus and drop log and start over.")
-def synth_cmd(config: str | None, examples: int | None, name: str | None, progress: bool | None, fresh: bool) -> None:
+@_set_option
+def synth_cmd(config: str | None, examples: int | None, name: str | None, progress: bool | None, fresh: bool,
+              overrides: tuple[str, ...]) -> None:
     """Synthesize a grounded training corpus from CONFIG's servers (the quickstart servers if
     omitted). Resumable: run it again after an interruption and it continues; a corpus made from
     other servers' code, seeds, options or settings is not extended (use --fresh)."""
     import attrs
 
-    from prove_core.config import SynthConfig, load_experiment
+    from prove_core.config import SynthConfig
     from prove_core.synth.pipeline import synthesize
 
-    experiment = load_experiment(config)
+    if examples is not None and examples <= 0:
+        raise ProveError("--examples must be > 0")
+    overrides = (*overrides, *([f"synth.examples={examples}"] if examples is not None else []),
+                 *([f"name={json.dumps(name)}"] if name else []))
+    plugins = _plugins()
+    experiment = _checked(config, overrides, ["synth"], plugins)
     synth = experiment.synth or SynthConfig()
-    if examples is not None:
-        if examples <= 0:
-            raise ProveError("--examples must be > 0")
-        synth = attrs.evolve(synth, examples=examples)
-    experiment = attrs.evolve(experiment, synth=synth, name=name) if name else attrs.evolve(experiment, synth=synth)
-    report = synthesize(experiment, _plugins(), echo=click.echo, progress=progress, fresh=fresh)
+    experiment = attrs.evolve(experiment, synth=synth)
+    report = synthesize(experiment, plugins, echo=click.echo, progress=progress, fresh=fresh)
     if not report["reached_target"]:
         click.echo(f"warning: kept {report['by_behaviour'].get('call', 0)} of {synth.examples} call conversations "
                    "before the attempt limit (max_attempts_factor); see stats.md for drop reasons", err=True)
@@ -374,22 +416,19 @@ def reward_cmd(rollouts: str, config: str | None, out: str | None, parser: str |
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--backend", default=None, help="Registered trainer to use (overrides [train].backend).")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="GRPO steps (overrides [train].steps).")
-def train_cmd(config: str | None, backend: str | None, steps: int | None) -> None:
+@_set_option
+def train_cmd(config: str | None, backend: str | None, steps: int | None, overrides: tuple[str, ...]) -> None:
     """Multi-turn GRPO on live sessions with CONFIG's [train] section (docs/training.md).
 
     Trains on <run_dir>/synth/corpus.jsonl (from `prove synth`) unless [train].corpus names
     another; `--backend` picks any registered trainer (`prove plugins` lists them)."""
-    import attrs
-
-    from prove_core.config import TrainConfig, load_experiment
     from prove_core.train.core import run_training
 
-    experiment = load_experiment(config)
-    settings = experiment.train or TrainConfig()
-    if steps is not None:
-        settings = attrs.evolve(settings, steps=steps)
-    experiment = attrs.evolve(experiment, train=settings)
-    summary = run_training(experiment, _plugins(), echo=click.echo, backend=backend)
+    overrides = (*overrides, *([f"train.backend={json.dumps(backend)}"] if backend else []),
+                 *([f"train.steps={steps}"] if steps is not None else []))
+    plugins = _plugins()
+    experiment = _checked(config, overrides, ["train"], plugins)
+    summary = run_training(experiment, plugins, echo=click.echo)
     if not summary["ok"]:
         sys.exit(1)
 
@@ -407,28 +446,32 @@ def train_cmd(config: str | None, backend: str | None, steps: int | None) -> Non
               help="Report folder [default: <run_dir>/eval; runs/eval without a CONFIG].")
 @click.option("--fresh", is_flag=True, help="Delete the results of these models and benchmarks in the folder first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_set_option
 def eval_cmd(config: str | None, models: tuple[str, ...], benchmarks: tuple[str, ...], only: tuple[str, ...],
-             limit: int | None, out: str | None, fresh: bool, as_json: bool) -> None:
+             limit: int | None, out: str | None, fresh: bool, as_json: bool, overrides: tuple[str, ...]) -> None:
     """Evaluate every model of CONFIG's [eval] section on every benchmark: JSON and markdown
     tables, PNG plots, per benchmark and category, with the number of tasks and a confidence
     interval (docs/evaluation.md). Resumable: tasks already scored are not played again; results
     made with other model or benchmark options are refused (--fresh starts over)."""
     from prove_core.eval.core import run_evaluation
+    from prove_core.stages import check_experiment
 
-    experiment = _eval_experiment(config, models, benchmarks, only, limit, out)
-    report = run_evaluation(experiment, _plugins(), echo=(lambda _: None) if as_json else click.echo, fresh=fresh)
+    plugins = _plugins()
+    experiment = _eval_experiment(config, models, benchmarks, only, limit, out, overrides)
+    check_experiment(experiment, plugins, run=["eval"])
+    report = run_evaluation(experiment, plugins, echo=(lambda _: None) if as_json else click.echo, fresh=fresh)
     if as_json:
         _echo_json(report)
 
 
 def _eval_experiment(config: str | None, models: tuple[str, ...], benchmarks: tuple[str, ...], only: tuple[str, ...],
-                     limit: int | None, out: str | None) -> Any:
+                     limit: int | None, out: str | None, overrides: tuple[str, ...] = ()) -> Any:
     """The experiment with its [eval] section adjusted by the command-line flags."""
     import attrs
 
     from prove_core.config import BenchmarkConfig, EvalConfig, ModelConfig, load_experiment
 
-    experiment = load_experiment(config)
+    experiment = load_experiment(config, overrides)
     settings = experiment.eval
     model_list = list(settings.models) if settings else []
     bench_list = list(settings.benchmarks) if settings else []
@@ -453,11 +496,22 @@ def _eval_experiment(config: str | None, models: tuple[str, ...], benchmarks: tu
 
 @cli.command("run")
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
-def run_cmd(config: str | None) -> None:
-    """Run every stage CONFIG names, in order (the embedded quickstart config if omitted)."""
+@_set_option
+def run_cmd(config: str | None, overrides: tuple[str, ...]) -> None:
+    """Run every stage CONFIG names, in order (the embedded quickstart config if omitted).
+
+    \b
+    Stages (`stages = [...]` in CONFIG, run in the order listed):
+      episode  a scripted multi-step episode on live sessions ([episode])
+      synth    a grounded training corpus ([synth]; docs/synthesis.md)
+      reward   score rollouts or the corpus ([reward]; docs/reward.md)
+      train    multi-turn GRPO on live sessions ([train]; docs/training.md)
+      eval     models on benchmarks ([eval]; docs/evaluation.md)
+
+    The whole config is checked before the first stage starts: every problem is listed at once."""
     from prove_core.stages import run_experiment
 
-    summary = run_experiment(config, plugins=_plugins(), echo=click.echo)
+    summary = run_experiment(config, plugins=_plugins(), echo=click.echo, overrides=overrides)
     if not summary["ok"]:
         sys.exit(1)
 

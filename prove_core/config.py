@@ -20,7 +20,7 @@ import attrs
 import cattrs
 from cattrs.errors import BaseValidationError
 
-from prove_core.errors import ConfigError
+from prove_core.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
@@ -99,14 +99,25 @@ def _preset_or_components(instance: Any, _attribute: Any, components: Any) -> No
                          "'components' lists the whole reward")
 
 
+def _changes_a_preset(instance: Any, attribute: Any, value: Any) -> None:
+    if value and instance.components is not None:
+        raise ValueError(f"'{attribute.name}' changes a preset; with 'components' (the whole reward) list the "
+                         "components as you want them instead")
+
+
 @attrs.frozen(kw_only=True)
 class RewardConfig:
     """The ``[reward]`` section: which components score — a ``preset`` (``None``: the default,
-    ``guarded``) or an explicit ``components`` list, not both — and what the ``reward`` stage
-    reads and reports (see docs/reward.md)."""
+    ``guarded``), changed by ``add``, ``weights`` and ``remove``, or an explicit ``components``
+    list, not both — and what the ``reward`` stage reads and reports (see docs/reward.md)."""
 
     preset: str | None = attrs.field(default=None, validator=_known_preset)
     components: list[RewardComponentConfig] | None = attrs.field(default=None, validator=_preset_or_components)
+    # a preset changed without writing it out: components appended, weights by component name,
+    # components left out by name (docs/reward.md#presets)
+    add: list[RewardComponentConfig] = attrs.field(factory=list, validator=_changes_a_preset)
+    weights: dict[str, float] = attrs.field(factory=dict, validator=_changes_a_preset)
+    remove: list[str] = attrs.field(factory=list, validator=_changes_a_preset)
     input: str | None = None  # rollouts JSONL the `reward` stage scores
     parser: str = "hermes"  # for raw completion text without its own "parser"
     worst: int = attrs.field(default=10, validator=attrs.validators.ge(0))
@@ -114,6 +125,12 @@ class RewardConfig:
 
 
 STRATA = ("complete", "missing", "minimal")
+
+
+def _perturbations_shape(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, dict | list) or isinstance(value, list) and not all(isinstance(v, dict) for v in value):
+        raise ValueError("'perturbations' must be a list of [[synth.perturbations]] tables (name, rate, options) "
+                         f"or a table {{ seed, perturbations }}, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -206,13 +223,15 @@ class SynthConfig:
     imports: list[ImportConfig] = attrs.field(factory=list)
     # options of LLM-backed components (labeller/teacher "llm"): base_url, model, api_key_env, ...
     llm: dict[str, Any] = attrs.field(factory=dict)
-    # robustness perturbations applied to validated conversations (the paper's four at their
-    # rates unless `perturbations.perturbations` lists others; see docs/reward.md)
     # groups of the experiment's servers mounted together for cross-server conversations
     # (e.g. [["crm", "email"]]); their tool names carry `<server>_` prefixes
     mounts: list[list[str]] = attrs.field(factory=list)
     perturb: bool = True
-    perturbations: dict[str, Any] = attrs.field(factory=dict)
+    # robustness perturbations applied to validated conversations: [[synth.perturbations]] entries
+    # (name, rate, options) replace the paper's four; {} keeps them (docs/synthesis.md#perturbations).
+    # The table form { seed = ..., perturbations = [...] } is accepted too. Entries are checked in
+    # phase 2, against each perturbation's Config.
+    perturbations: Any = attrs.field(factory=dict, validator=_perturbations_shape)
     cache_dir: str = ".prove_cache/graphs"
     exports: list[str] = attrs.field(factory=lambda: ["sft", "rl", "openrlhf"])  # docs/exports.md; also "hf"
     plots: bool = True
@@ -405,9 +424,21 @@ def _messages(exc: BaseException, path: str) -> list[str]:
 
 
 def _format_exception(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, cattrs.errors.ForbiddenExtraKeysError):
+        return _extra_keys(sorted(exc.extra_fields), [f.name for f in attrs.fields(exc.cl)] if attrs.has(exc.cl) else [])
     if isinstance(exc, TypeError | ValueError) and str(exc):
         return str(exc)
     return cattrs.v.format_exception(exc, type_)
+
+
+def _extra_keys(extra: list[str], known: list[str]) -> str:
+    """``extra fields found (exampels); did you mean 'examples'?``: each unknown key with the
+    known key it is a typo of, when there is one."""
+    hints = [(key, did_you_mean(key, known)) for key in extra]
+    if len(extra) == 1:
+        return f"extra fields found ({extra[0]}){hints[0][1]}"
+    guesses = [f"{hint.removeprefix('; did you mean ').removesuffix('?')} for {key!r}" for key, hint in hints if hint]
+    return f"extra fields found ({', '.join(extra)})" + (f"; did you mean {', '.join(guesses)}?" if guesses else "")
 
 
 def structure(data: Any, cls: type[T], *, path: str = "$") -> T:
@@ -431,8 +462,68 @@ def default_config_text() -> str:
     return resources.files("prove_core.defaults").joinpath(DEFAULT_CONFIG).read_text()
 
 
-def load_experiment(source: str | Path | Mapping[str, Any] | None = None) -> Experiment:
-    """Phase 1: read a TOML file (or a dict; ``None`` = the embedded quickstart config)."""
+def _override_path(key: str) -> list[str | int]:
+    """``reward.components[2].weight`` -> ``["reward", "components", 2, "weight"]``."""
+    import re
+
+    parts: list[str | int] = []
+    for segment in key.split("."):
+        match = re.fullmatch(r"([A-Za-z_][\w-]*)((?:\[\d+\])*)", segment.strip())
+        if match is None:
+            raise ConfigError(f"--set {key}: {segment!r} is not a key (keys look like synth.examples or "
+                              "reward.components[0].weight)")
+        parts.append(match.group(1))
+        parts.extend(int(i) for i in re.findall(r"\[(\d+)\]", match.group(2)))
+    return parts
+
+
+def _override_value(text: str) -> Any:
+    """A ``--set`` value is read as a TOML value (``50``, ``0.5``, ``true``, ``["sft", "hf"]``,
+    ``{ customers = 8 }``); anything else is taken as a plain string."""
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``data`` (a parsed experiment) with each ``KEY=VALUE`` of ``overrides`` set: ``KEY`` is a
+    dotted path (``synth.examples``, ``train.sft.steps``, ``reward.components[1].weight``); missing
+    tables are created, list items must exist. The result is checked like any config, so a typo in
+    ``KEY`` is reported with its path."""
+    import copy
+
+    out = copy.deepcopy(dict(data))
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item}: expected KEY=VALUE, e.g. --set synth.examples=50")
+        path = _override_path(key.strip())
+        node: Any = out
+        for i, part in enumerate(path[:-1]):
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path[:i + 1])
+            if isinstance(part, int):
+                if not isinstance(node, list) or part >= len(node):
+                    raise ConfigError(f"--set {item}: ${where} is not an existing list item")
+                node = node[part]
+            else:
+                if not isinstance(node, dict):
+                    raise ConfigError(f"--set {item}: ${where} is inside a value that is not a table")
+                node = node.setdefault(part, {})
+        last = path[-1]
+        if isinstance(last, int):
+            if not isinstance(node, list) or last >= len(node):
+                raise ConfigError(f"--set {item}: ${key.strip()} is not an existing list item")
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {item}: ${key.strip()} is inside a value that is not a table")
+        node[last] = _override_value(text.strip())
+    return out
+
+
+def load_experiment(source: str | Path | Mapping[str, Any] | None = None,
+                    overrides: list[str] | tuple[str, ...] = ()) -> Experiment:
+    """Phase 1: read a TOML file (or a dict; ``None`` = the embedded quickstart config), with
+    ``overrides`` (``KEY=VALUE``, see ``apply_overrides``) applied before it is checked."""
     if source is None:
         data = parse_toml(default_config_text(), f"embedded {DEFAULT_CONFIG}")
     elif isinstance(source, Mapping):
@@ -442,6 +533,8 @@ def load_experiment(source: str | Path | Mapping[str, Any] | None = None) -> Exp
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         data = parse_toml(path.read_text(), str(path))
+    if overrides:
+        data = apply_overrides(data, overrides)
     return structure(data, Experiment)
 
 

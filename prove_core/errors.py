@@ -116,3 +116,11 @@ class PluginHookFailed(PluginError):
 
 class UnknownComponent(ProveError):
     pass
+
+
+def did_you_mean(name: str, choices: Any) -> str:
+    """``"; did you mean 'x'?"`` when ``name`` is close to one of ``choices`` (a typo), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -15,10 +15,20 @@ from typing import Any
 
 import structlog
 
-from prove_core.config import Experiment, load_experiment, resolve
+from prove_core.config import (
+    Experiment,
+    RewardConfig,
+    SynthConfig,
+    TrainConfig,
+    config_problems,
+    listed_more_than_once,
+    load_experiment,
+    raise_problems,
+    resolve,
+)
 from prove_core.env.episode import run_episode
 from prove_core.env.runtime import Environment, build_runtime
-from prove_core.errors import ConfigError
+from prove_core.errors import ConfigError, PluginError, UnknownComponent, did_you_mean
 from prove_core.model import JsonlWriter, to_json
 
 log = structlog.get_logger()
@@ -113,11 +123,164 @@ STAGES: dict[str, Callable[..., dict[str, Any]]] = {"episode": _episode_stage, "
                                                     "train": _train_stage}
 
 
-def run_experiment(source: str | Path | None, *, plugins: Any, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    experiment = load_experiment(source)
-    unknown = [s for s in experiment.stages if s not in STAGES]
-    if unknown:
-        raise ConfigError(f"$.stages: unknown stage(s) {unknown}; available: {sorted(STAGES)}")
+# -- the validation pass ---------------------------------------------------------------------------
+
+
+def _collect(problems: list[str], check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one phase-2 builder; its ``ConfigError`` becomes problems instead of stopping the pass."""
+    try:
+        return check(*args, **kwargs)
+    except ConfigError as exc:
+        problems.extend(config_problems(exc))
+    except PluginError as exc:
+        problems.append(str(exc))
+    return None
+
+
+def _episode_problems(experiment: Experiment, registry: Any) -> list[str]:
+    """Each scripted step names a tool of the experiment's servers (as the episode's environment
+    publishes it: ``<server>_<tool>`` when there are several)."""
+    from prove_core.env.runtime import public_name
+
+    names = [s.name for s in experiment.servers]
+    tools = []
+    for name in names:
+        try:
+            server = registry.load("servers", name)
+        except (UnknownComponent, PluginError):
+            return []  # reported with the servers
+        tools += [public_name(name, tool, prefixed=len(names) > 1) for tool in server.tools]
+    assert experiment.episode is not None
+    return [f"$.episode.steps[{i}].tool: no tool {step.tool!r} on {', '.join(names)}{did_you_mean(step.tool, tools)}"
+            for i, step in enumerate(experiment.episode.steps) if step.tool not in tools]
+
+
+def _synth_problems(experiment: Experiment, registry: Any, running: bool) -> list[str]:
+    from prove_core.synth.exporters import export_problems
+    from prove_core.synth.perturbation import build_perturber
+    from prove_core.synth.pipeline import build_component
+
+    cfg, problems = experiment.synth or SynthConfig(), list[str]()
+    for role, kind in SynthConfig.COMPONENTS.items():
+        try:
+            registry.config_class(kind, getattr(cfg, role))
+        except (UnknownComponent, PluginError) as exc:
+            problems.append(f"$.synth.{role}: {exc}")
+            continue
+        _collect(problems, build_component, registry, cfg, role)
+    if cfg.perturb:
+        _collect(problems, build_perturber, cfg.perturbations, registry, path="$.synth.perturbations")
+    names = [s.name for s in experiment.servers]
+    for i, group in enumerate(cfg.mounts):
+        unknown = [n for n in group if n not in names]
+        if unknown:
+            problems.append(f"$.synth.mounts[{i}]: {', '.join(map(repr, unknown))} is not one of the experiment's "
+                            f"servers ({', '.join(names)}){did_you_mean(unknown[0], names)}")
+        elif len(set(group)) < 2:
+            problems.append(f"$.synth.mounts[{i}]: a mount names at least two of the experiment's servers")
+    problems += export_problems(cfg.exports, check_packages=running)
+    if running:
+        problems += [f"$.synth.imports[{i}].path: {spec.path} does not exist" for i, spec in enumerate(cfg.imports)
+                     if not Path(spec.path).expanduser().is_file()]
+    return problems
+
+
+def _parser_problem(registry: Any, name: str, where: str) -> list[str]:
+    try:
+        registry.component("parsers", name)
+    except UnknownComponent as exc:
+        return [f"{where}: {exc}"]
+    return []
+
+
+def _train_problems(experiment: Experiment, registry: Any, running: bool, produced: set[str]) -> list[str]:
+    settings, problems = experiment.train or TrainConfig(), list[str]()
+    checked = registry.check_entry("trainers", settings.backend, settings.options, where="$.train", name_key="backend",
+                                   problems=problems)
+    missing = registry.missing_requirements("trainers", settings.backend) if checked is not None and running else None
+    if missing:
+        problems.append(f"$.train.backend: {missing}")
+    problems += _parser_problem(registry, settings.parser, "$.train.parser")
+    if settings.perturb and (experiment.synth is None or not experiment.synth.perturb):
+        from prove_core.synth.perturbation import build_perturber
+
+        _collect(problems, build_perturber, (experiment.synth or SynthConfig()).perturbations, registry,
+                 path="$.synth.perturbations")
+    if running:
+        if settings.corpus is not None and not Path(settings.corpus).is_file():
+            problems.append(f"$.train.corpus: {settings.corpus} does not exist")
+        elif settings.corpus is None and "synth" not in produced and \
+                not (experiment.run_dir / "synth" / "corpus.jsonl").is_file():
+            problems.append(f"$.train.corpus: {experiment.run_dir / 'synth' / 'corpus.jsonl'} does not exist; run the "
+                            "'synth' stage first (stages = [\"synth\", \"train\"]) or point [train].corpus at a corpus")
+        if settings.model.path is not None and not Path(settings.model.path).expanduser().is_dir():
+            problems.append(f"$.train.model.path: {settings.model.path} is not a folder")
+    return problems
+
+
+def _eval_problems(experiment: Experiment, registry: Any, running: bool) -> list[str]:
+    settings, problems = experiment.eval, list[str]()
+    if settings is None:
+        return ["$.eval: the 'eval' stage needs an [eval] section with [[eval.models]] and [[eval.benchmarks]]"]
+    for i, model in enumerate(settings.models):  # checked, not built: a local model would load its weights
+        checked = registry.check_entry("clients", model.client, model.options, where=f"$.eval.models[{i}]",
+                                       name_key="client", problems=problems)
+        missing = registry.missing_requirements("clients", model.client) if checked is not None and running else None
+        if missing:
+            problems.append(f"$.eval.models[{i}].client: {missing}")
+    for i, bench in enumerate(settings.benchmarks):  # built when they run: that checks their data paths
+        check = registry.build_entry if running else registry.check_entry
+        check("evaluators", bench.name, bench.options, where=f"$.eval.benchmarks[{i}]", problems=problems)
+    for what, names in (("model", [m.name for m in settings.models]),
+                        ("benchmark", [b.label or b.name for b in settings.benchmarks])):
+        problems += listed_more_than_once(names, where="$.eval", what=what, hint=" (give one a different name/label)")
+    return problems
+
+
+def check_experiment(experiment: Experiment, plugins: Any, *, run: list[str] | tuple[str, ...] | None = None) -> None:
+    """The one validation pass, before any stage starts: every problem of the whole experiment
+    in one ``ConfigError``, each with its path (and a did-you-mean for a near miss).
+
+    Every section the config has is checked — its components' names, their options against
+    each component's ``Config``, the training backend's options — whether or not this command
+    runs it, and so is every section a stage of ``run`` (default: ``experiment.stages``) needs
+    with its defaults. For the stages that run, what must exist before they start is checked
+    too: input files and folders, optional packages (an ``hf`` export without ``datasets``),
+    evaluators built (they check their data). Resume fingerprints are compared only after
+    this passes, so a typo is never reported as a changed setting."""
+    registry = plugins.registry
+    stages = list(experiment.stages if run is None else run)
+    problems = [f"$.stages: unknown stage {s!r}{did_you_mean(s, STAGES)} (stages: {', '.join(STAGES)})"
+                for s in stages if s not in STAGES]
+    _collect(problems, resolve, experiment, registry)
+    if "episode" in stages and experiment.episode is None:
+        problems.append("$.episode: the 'episode' stage needs an [episode] section with steps")
+    elif experiment.episode is not None:
+        problems += _episode_problems(experiment, registry)
+    if experiment.synth is not None or "synth" in stages:
+        problems += _synth_problems(experiment, registry, "synth" in stages)
+    if experiment.reward is not None or {"reward", "train"} & set(stages):
+        settings = experiment.reward or RewardConfig()
+        from prove_core.reward.core import build_reward
+
+        _collect(problems, build_reward, settings, registry)
+        problems += _parser_problem(registry, settings.parser, "$.reward.parser")
+        if "reward" in stages and settings.input is None and "synth" not in stages[:stages.index("reward")]:
+            problems.append("$.reward.input: the 'reward' stage needs a rollouts file (or a 'synth' stage before it)")
+        elif "reward" in stages and settings.input is not None and not Path(settings.input).is_file():
+            problems.append(f"$.reward.input: {settings.input} does not exist")
+    if experiment.train is not None or "train" in stages:
+        produced = set(stages[:stages.index("train")]) if "train" in stages else set()
+        problems += _train_problems(experiment, registry, "train" in stages, produced)
+    if experiment.eval is not None or "eval" in stages:
+        problems += _eval_problems(experiment, registry, "eval" in stages)
+    raise_problems(list(dict.fromkeys(problems)))
+
+
+def run_experiment(source: str | Path | None, *, plugins: Any, echo: Callable[[str], None] = print,
+                   overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    experiment = load_experiment(source, overrides)
+    check_experiment(experiment, plugins)
     env = build_environment(experiment, plugins)
     structlog.contextvars.bind_contextvars(run=experiment.name)
     echo(f"experiment {experiment.name!r}: servers {', '.join(env.runtimes)}; stages {', '.join(experiment.stages)}")

@@ -598,7 +598,7 @@ def tool_ready(tokenizer: Any, *, echo: Any = print) -> Any:
 def rl_dataset(source: str | Path | Iterable[Mapping[str, Any]]) -> Any:
     """A ``datasets.Dataset`` of RL rows for ``GRPOTrainer``: from PROVE's ``rl.jsonl`` export, a
     corpus (``corpus.jsonl``, turned into rows as the export does) or rows. The messages, tools and
-    task are ``datasets.Json`` values (the ``hf/rl`` export's features), so they reach ``reset``
+    task are ``datasets.Json`` values (the ``hf`` export's ``rl`` split's features), so they reach ``reset``
     exactly as written, whatever ``datasets`` would infer (plain Arrow structs give every object
     of a column the union of all their keys, the missing ones ``None``). Needs ``datasets>=4.7``."""
     import datasets

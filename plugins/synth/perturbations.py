@@ -1,4 +1,4 @@
-"""The bundled perturbations (robustness knobs; docs/reward.md#perturbations), at the paper's rates.
+"""The bundled perturbations (robustness knobs; docs/synthesis.md#perturbations), at the paper's rates.
 
 - ``distractors`` (40%): 3–8 tools of other registered servers join the offered tools, at
   random places in the list;

@@ -73,6 +73,9 @@ class TRLTrainer:
 
     name = "trl"
     Config = TRLOptions
+    # checked before any stage runs (prove_core.stages.check_experiment), and again by train()
+    requires = ("torch", "transformers", "trl", "datasets", "accelerate")
+    install = "pip install torch==2.13.0 && pip install -e '.[train]'"
 
     def __init__(self, config: TRLOptions = TRLOptions()) -> None:
         self.config = config
@@ -146,8 +149,9 @@ class TRLTrainer:
             logging_steps=1, save_strategy="steps", save_steps=settings.checkpoint_every, save_total_limit=2,
             report_to=report_to, seed=job.seed,
             use_cpu=device == "cpu", bf16=device == "cuda", max_completion_length=100_000,
-            disable_tqdm=True, lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
-            **{"gradient_checkpointing": False, **self.config.args},  # recomputation only pays off on big models
+            lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
+            # recomputation only pays off on big models; TRL's own progress bar as TRL shows it
+            **{"gradient_checkpointing": False, **trainer_progress(), **self.config.args},
         )
         sampling = Sampling(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
                             max_context=max_context)
@@ -224,18 +228,15 @@ class TRLTrainer:
                            after=after, details={"start_model": str(start)})
 
 
-TRAIN_EXTRA_HINT = "pip install torch==2.13.0 && pip install -e '.[train]'"
-
-
 def _require_train_extra() -> None:
     """A clear error before anything runs when torch, transformers, TRL or datasets is missing."""
     import importlib.util
 
     from prove_core.errors import ProveError
 
-    missing = [m for m in ("torch", "transformers", "trl", "datasets", "accelerate") if importlib.util.find_spec(m) is None]
+    missing = [m for m in TRLTrainer.requires if importlib.util.find_spec(m) is None]
     if missing:
-        raise ProveError(f"the trl backend needs {', '.join(missing)} (the train extra): {TRAIN_EXTRA_HINT}")
+        raise ProveError(f"the trl backend needs {', '.join(missing)} (the train extra): {TRLTrainer.install}")
 
 
 def _prompt(example: Any) -> list[dict[str, Any]]:
@@ -245,8 +246,18 @@ def _prompt(example: Any) -> list[dict[str, Any]]:
     return [*opening(example), {"role": "user", "content": turns[0] if turns else ""}]
 
 
+def trainer_progress() -> dict[str, Any]:
+    """TRL's own progress bar (tqdm: steps, rate, time left) on when stderr is a terminal, off in a
+    log file or a pipe, where a bar is noise; ``[train.options] args = { disable_tqdm = ... }``
+    decides otherwise."""
+    import sys
+
+    return {"disable_tqdm": not sys.stderr.isatty()}
+
+
 def _quiet() -> None:
-    """No progress bars or experimental-feature warnings in the middle of our progress lines."""
+    """No download bars or experimental-feature warnings in the middle of our progress lines
+    (the trainer's own progress bar is left as TRL shows it: ``trainer_progress``)."""
     import os
     import warnings
 

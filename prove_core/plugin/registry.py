@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from prove_core.errors import DuplicateComponent, PluginError, UnknownComponent
+from prove_core.errors import DuplicateComponent, PluginError, UnknownComponent, did_you_mean
 
 # kind -> the singular noun messages use ("no sampler named 'x'")
 NOUNS: dict[str, str] = {
@@ -144,7 +144,8 @@ class Registry:
             return self._components[(kind, name)]
         except KeyError:
             known = ", ".join(self.names(kind)) or "none"
-            raise UnknownComponent(f"no {what} named {name!r} (registered: {known})") from None
+            raise UnknownComponent(f"no {what} named {name!r} (registered: {known})"
+                                   f"{did_you_mean(name, self.names(kind))}") from None
 
     def load(self, kind: str, name: str) -> Any:
         """The registered object: a ``Server`` for ``servers``, the component's class otherwise
@@ -176,26 +177,58 @@ class Registry:
         config = structure(dict(options or {}), config_class(cls), path=path)
         return cls(config, **context)
 
-    def build_entry(self, kind: str, name: str, options: Mapping[str, Any] | None, *, where: str,
-                    problems: list[str], name_key: str = "name", **context: Any) -> Any | None:
-        """Phase 2 for one configured entry (``[[reward.components]]``, ``[[eval.models]]``, ...):
-        ``build``, but a failure goes to ``problems`` instead of being raised — an unknown name as
-        ``{where}.{name_key}: no reward named ...``, bad options with their paths under
-        ``{where}.options`` — and the result is ``None``, so a config's every problem is reported
-        at once."""
-        from prove_core.config import config_problems
+    def check_entry(self, kind: str, name: str, options: Mapping[str, Any] | None, *, where: str,
+                    problems: list[str], name_key: str = "name") -> Any | None:
+        """The checking half of ``build_entry``: the entry's options structured with the
+        component's ``Config``, nothing built (a model client would load its weights). A failure
+        goes to ``problems`` — an unknown name as ``{where}.{name_key}: no reward named ...``
+        with a did-you-mean, a component that cannot be imported likewise, bad options with
+        their paths under ``{where}.options`` — and the result is ``None``."""
+        from prove_core.config import config_problems, structure
         from prove_core.errors import ConfigError
 
         try:
-            self.component(kind, name)
-        except UnknownComponent as exc:
+            config_type = self.config_class(kind, name)
+        except (UnknownComponent, PluginError) as exc:
             problems.append(f"{where}.{name_key}: {exc}")
             return None
         try:
-            return self.build(kind, name, options, path=f"{where}.options", **context)
+            return structure(dict(options or {}), config_type, path=f"{where}.options")
         except ConfigError as exc:
             problems.extend(config_problems(exc))
             return None
+
+    def build_entry(self, kind: str, name: str, options: Mapping[str, Any] | None, *, where: str,
+                    problems: list[str], name_key: str = "name", **context: Any) -> Any | None:
+        """Phase 2 for one configured entry (``[[reward.components]]``, ``[[eval.models]]``, ...):
+        ``build``, but a failure goes to ``problems`` instead of being raised (see
+        ``check_entry``; a ``ConfigError`` the component's constructor raises goes there too) and
+        the result is ``None``, so a config's every problem is reported at once."""
+        from prove_core.config import config_problems
+        from prove_core.errors import ConfigError
+
+        config = self.check_entry(kind, name, options, where=where, problems=problems, name_key=name_key)
+        if config is None:
+            return None
+        try:
+            return self._component_class(kind, name)(config, **context)
+        except ConfigError as exc:
+            problems.extend(config_problems(exc))
+            return None
+
+    def missing_requirements(self, kind: str, name: str) -> str | None:
+        """What a component needs installed and is not, as one sentence with the line that installs
+        it; ``None`` when nothing is missing. A component class declares its optional packages
+        with ``requires`` (module names, e.g. ``("torch", "trl")``) and ``install`` (the install
+        line); the validation pass checks them for the stages that run, before any work."""
+        import importlib.util
+
+        target = self.load(kind, name)
+        missing = [m for m in getattr(target, "requires", ()) if importlib.util.find_spec(m) is None]
+        if not missing:
+            return None
+        install = getattr(target, "install", "") or f"pip install {' '.join(missing)}"
+        return f"{noun(kind)} {name!r} needs {', '.join(missing)}: {install}"
 
     def _component_class(self, kind: str, name: str) -> Any:
         if kind in OBJECT_KINDS:

@@ -786,6 +786,32 @@ def preset_components(name: str) -> list[Any]:
     return [RewardComponentConfig(name=n, weight=w, options=dict(o)) for n, w, o in PRESETS[name]]
 
 
+def reward_entries(config: Any, problems: list[str]) -> list[tuple[str, Any]]:
+    """The components ``config`` (a ``RewardConfig``) stands for, each with the config path its
+    problems are reported under: its ``components`` list, or its preset (``None``: the default)
+    less ``remove``, with ``weights`` applied and ``add`` appended. A name in ``remove`` or
+    ``weights`` that the preset lacks goes to ``problems``, with a did-you-mean."""
+    from prove_core.errors import did_you_mean
+
+    if config.components is not None:
+        return [(f"$.reward.components[{i}]", entry) for i, entry in enumerate(config.components)]
+    preset = config.preset or DEFAULT_PRESET
+    base = preset_components(preset)
+    names = [entry.name for entry in base]
+    for where, name in [*((f"$.reward.remove[{i}]", n) for i, n in enumerate(config.remove)),
+                        *((f"$.reward.weights.{n}", n) for n in config.weights)]:
+        if name not in names:
+            problems.append(f"{where}: the {preset!r} preset has no component {name!r}{did_you_mean(name, names)} "
+                            f"(it has: {', '.join(names)})")
+    kept = [(f"$.reward.preset ({preset}: {entry.name})",
+             attrs.evolve(entry, weight=config.weights.get(entry.name, entry.weight)))
+            for entry in base if entry.name not in config.remove]
+    placed = kept + [(f"$.reward.add[{i}]", entry) for i, entry in enumerate(config.add)]
+    if not placed:
+        problems.append(f"$.reward.remove: removes every component of the {preset!r} preset and adds none")
+    return placed
+
+
 def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[str, Any] | None = None,
                  sessions: Any = None) -> Reward:
     """Phase 2 of the ``[reward]`` config: build each component through the registry's loader,
@@ -796,11 +822,11 @@ def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[s
     from prove_core.config import RewardConfig, listed_more_than_once, raise_problems
 
     config = config if config is not None else RewardConfig()
-    entries = config.components if config.components is not None else preset_components(config.preset or DEFAULT_PRESET)
-    built: list[WeightedComponent] = []
     problems: list[str] = []
-    for i, entry in enumerate(entries):
-        where = f"$.reward.components[{i}]"
+    placed = reward_entries(config, problems)
+    entries = [entry for _, entry in placed]
+    built: list[WeightedComponent] = []
+    for where, entry in placed:
         component = registry.build_entry("rewards", entry.name, entry.options, where=where, problems=problems)
         if component is None:
             continue
@@ -809,7 +835,10 @@ def build_reward(config: Any | None, registry: Any, *, server_options: Mapping[s
             problems.append(f"{where}.weight: must be a finite number, got {weight}")
             continue
         built.append(WeightedComponent(name=entry.name, weight=weight, component=component))
-    problems += listed_more_than_once([e.name for e in entries], where="$.reward.components", what="component")
+    problems += listed_more_than_once([e.name for e in entries], where="$.reward.components" if config.components
+                                      is not None else "$.reward.add", what="component",
+                                      hint="" if config.components is not None else
+                                      " (it is in the preset already: change its weight with [reward.weights])")
     raise_problems(problems)
     return Reward(built, LiveServers(registry, options=server_options, sessions=sessions))
 

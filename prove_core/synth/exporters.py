@@ -27,10 +27,10 @@ do).
   ``apply_chat_template(prompt, tools=tools)`` with a Qwen2.5/Qwen3 template). ``label`` is
   ``{"example": <the corpus record>}`` as JSON: the task for a reward function, and everything
   PROVE's OpenRLHF agent needs to play the episode.
-- ``hf`` -> ``hf/sft`` and ``hf/rl``: the ``sft`` and ``rl`` rows as ``datasets`` folders
-  (``save_to_disk``). Messages, tools and the task are ``datasets.Json`` values, so arguments and
-  schemas come back exactly as written (Arrow structs would merge the keys of every row's
-  arguments and fill the missing ones with ``null``).
+- ``hf`` -> ``hf/``: one ``datasets.DatasetDict`` with the ``sft`` and ``rl`` rows as its splits
+  (``save_to_disk``; ``load_from_disk("hf")["sft"]``). Messages, tools and the task are
+  ``datasets.Json`` values, so arguments and schemas come back exactly as written (Arrow structs
+  would merge the keys of every row's arguments and fill the missing ones with ``null``).
 
 Nothing here imports ``datasets`` (or torch) until the ``hf`` export runs.
 """
@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from prove_core.errors import ConfigError
+from prove_core.errors import ConfigError, did_you_mean
 from prove_core.model import conversation_of, read_jsonl
 
 # The tool block Qwen2.5 and Qwen3 chat templates append to the system message for ``tools=``
@@ -155,12 +155,12 @@ def _write(rows: Iterator[dict[str, Any]], path: Path) -> Path:
 
 
 def hf_features() -> dict[str, Any]:
-    """The ``datasets.Features`` of ``hf/sft`` and ``hf/rl``: free-form JSON values as ``Json``."""
+    """The ``datasets.Features`` of the ``hf`` export's ``sft`` and ``rl`` splits: free-form JSON values as ``Json``."""
     import datasets
 
     if not hasattr(datasets, "Json"):
         raise ConfigError(f"the 'hf' export needs datasets>=4.7 (found {datasets.__version__}), whose Json type keeps "
-                          "tool schemas and arguments exact: pip install -U 'datasets>=4.7'")
+                          f"tool schemas and arguments exact: {REQUIRES['hf'][2].replace('pip install', 'pip install -U')}")
     text, messages = datasets.Value("string"), datasets.List(datasets.Json())
     return {"sft": datasets.Features({"id": text, "group": text, "prompt": messages, "completion": messages,
                                       "tools": messages}),
@@ -172,18 +172,19 @@ def _hf(corpus: Path, out_dir: Path) -> Path:
     try:
         import datasets
     except ImportError:
-        raise ConfigError("the 'hf' export needs the datasets package: pip install 'datasets>=4.7'") from None
+        raise ConfigError(f"the 'hf' export needs the datasets package: {REQUIRES['hf'][2]}") from None
     features = hf_features()
     target = out_dir / "hf"
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # no bars in the middle of synthesis's own progress lines
     try:
-        for name, rows in (("sft", sft_rows(corpus)), ("rl", rl_rows(corpus))):
-            tmp = target / f".{name}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            datasets.Dataset.from_list(list(rows), features=features[name]).save_to_disk(str(tmp))
-            shutil.rmtree(target / name, ignore_errors=True)
-            tmp.replace(target / name)
+        splits = datasets.DatasetDict({name: datasets.Dataset.from_list(list(rows), features=features[name])
+                                       for name, rows in (("sft", sft_rows(corpus)), ("rl", rl_rows(corpus)))})
+        tmp = out_dir / ".hf.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        splits.save_to_disk(str(tmp))
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.replace(target)
     finally:
         if bars:
             datasets.enable_progress_bars()
@@ -205,7 +206,40 @@ EXPORTERS: dict[str, Callable[[Path, Path], Path]] = {
 }
 
 
+# What a format needs beyond PROVE's base install: (module, version floor, the install line).
+REQUIRES: dict[str, tuple[str, str, str]] = {"hf": ("datasets", "4.7", "pip install 'datasets>=4.7'")}
+
+
+def export_problems(formats: list[str], *, check_packages: bool = True) -> list[str]:
+    """What stops ``formats`` from being written, found before synthesis starts: unknown names
+    (with a did-you-mean) and, with ``check_packages``, optional packages that are missing or too
+    old, each with the line that installs them."""
+    import re
+    from importlib import metadata
+
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
+
+    problems = []
+    for i, fmt in enumerate(formats):
+        if fmt not in EXPORTERS:
+            problems.append(f"$.synth.exports[{i}]: unknown format {fmt!r}{did_you_mean(fmt, EXPORTERS)} "
+                            f"(formats: {', '.join(EXPORTERS)})")
+        elif fmt in REQUIRES and check_packages:
+            module, floor, install = REQUIRES[fmt]
+            try:
+                found = metadata.version(module)
+            except metadata.PackageNotFoundError:
+                problems.append(f"$.synth.exports[{i}]: the {fmt!r} export needs the {module} package: {install}")
+                continue
+            if release(found) < release(floor):
+                problems.append(f"$.synth.exports[{i}]: the {fmt!r} export needs {module}>={floor} (found {found}): "
+                                f"{install.replace('pip install', 'pip install -U')}")
+    return problems
+
+
 def export(fmt: str, corpus: Path, out_dir: Path) -> Path:
-    if fmt not in EXPORTERS:
-        raise ConfigError(f"$.synth.exports: unknown format {fmt!r}; available: {sorted(EXPORTERS)}")
+    problems = export_problems([fmt])
+    if problems:
+        raise ConfigError(problems[0].replace("[0]", ""))
     return EXPORTERS[fmt](corpus, out_dir)

@@ -289,20 +289,22 @@ def _validate(example: Example, env: Environment, cfg: SynthConfig) -> tuple[str
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self.last = total, enabled, -1
+    """The synthesis progress bar (tqdm on stderr: kept call conversations of the target, their
+    rate and the time left), shown only when ``enabled`` (by default: stderr is a terminal)."""
+
+    def __init__(self, total: int, enabled: bool, initial: int = 0) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, initial=min(initial, total), disable=not enabled, desc="synth",
+                        unit="conv", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
     def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        pct = int(100 * done / max(1, self.total))
-        if pct != self.last:
-            self.last = pct
-            bar = "#" * (pct // 4)
-            sys.stderr.write(f"\rsynth [{bar:<25}] {done}/{self.total}")
-            sys.stderr.flush()
-            if done >= self.total:
-                sys.stderr.write("\n")
+        done = min(done, int(self.bar.total))
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 # Settings that change how far a run goes or what it writes beside the corpus, not the corpus:
@@ -381,6 +383,12 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     out_dir = experiment.run_dir / "synth"
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = {entry.name: entry for entry in resolve(experiment, plugins.registry)}
+    perturber = None  # built before the fingerprint is compared: a bad option is reported as itself
+    if cfg.perturb:
+        from prove_core.synth.perturbation import build_perturber
+
+        perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations",
+                                    teacher=build_component(plugins.registry, cfg, "teacher"))
     _check_resume(out_dir, fingerprint(experiment, list(resolved.values()), plugins), fresh)
     units = [[entry] for entry in resolved.values()]
     for i, group in enumerate(cfg.mounts):
@@ -403,15 +411,8 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
     for record in read_jsonl(drops):
         stats.drop(record["reason"], record.get("detail", ""))
     resumed = kept_calls
-    bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress)
+    bar = Progress(cfg.examples, sys.stderr.isatty() if progress is None else progress, initial=kept_calls)
     global _WORK
-    perturber = None
-    if cfg.perturb:
-        from prove_core.synth.perturbation import build_perturber
-
-        teacher = build_component(plugins.registry, cfg, "teacher")
-        perturber = build_perturber(cfg.perturbations, plugins.registry, path="$.synth.perturbations",
-                                    teacher=teacher)
     _WORK = _Work(plans=plans, cfg=cfg, names=names, perturber=perturber)
     with JsonlWriter(corpus) as writer, JsonlWriter(drops) as dropped:
         limit = cfg.examples * cfg.max_attempts_factor
@@ -452,6 +453,7 @@ def synthesize(experiment: Experiment, plugins: Any, *, echo: Callable[[str], No
                 kept_calls += drafted.task.expected == "call"
                 bar.update(kept_calls)
         _WORK = None
+        bar.close()
         for spec in cfg.imports:
             for example in _import(spec, plugins, cfg):
                 if example.id in writer:
@@ -598,16 +600,24 @@ def _example(record: dict[str, Any]) -> Example:
     return from_json(record, Example)
 
 
-_TOOL_IN_DETAIL = re.compile(r"flowed from \w+ to (\w+)|^(\w+)[ .:]")
+# Where a drop's detail names the tool it is about: "no account value flowed from A to B" (B),
+# "B: every request ...", "B needs the result ...", "B gave a different result ...", "B.password=..."
+# (provenance) and, after "N of M calls failed: ", "B FAILED_PRECONDITION/REASON: ...". A detail in
+# none of these shapes names no tool (its first word is not one: "the first call could not be planned").
+_FLOWED_TO = re.compile(r"flowed from \w+ to (\w+)")
+_LEADING_TOOL = re.compile(r"^(\w+)(?::| needs | gave |\.\w+=| [A-Z]\w*/)")
 
 
 def _failing_tool(detail: str) -> str | None:
-    """The tool a drop's detail names first (``"close_account: every request ..."``,
-    ``"2 of 4 calls failed: close_account FAILED_PRECONDITION/..."``)."""
+    """The tool a drop's detail names (``"close_account: every request ..."``,
+    ``"2 of 4 calls failed: close_account FAILED_PRECONDITION/..."``), or ``None``."""
+    flowed = _FLOWED_TO.search(detail)
+    if flowed:
+        return flowed.group(1)
     if ": " in detail and "calls failed" in detail:
         detail = detail.split(": ", 1)[1]
-    match = _TOOL_IN_DETAIL.search(detail)
-    return (match.group(1) or match.group(2)) if match else None
+    match = _LEADING_TOOL.match(detail)
+    return match.group(1) if match else None
 
 
 def _fmt(counts: dict[str, int]) -> str:

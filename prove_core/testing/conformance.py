@@ -27,6 +27,11 @@
   parameter's description (``<ENTITY>_NOT_FOUND`` is implied by a ``ref(entity)`` parameter);
 - ``entity_names``: every entity name in ``ref``/``reads``/``produces``/``mutates`` is held by a
   table or shared with another tool; one that links nothing is reported with a "did you mean";
+- ``phrasings``: every tool that declares ``asks`` follows the phrasing rules of
+  ``prove_core.toolkit.phrasing`` for its examples' arguments (slots name parameters, required
+  values are said, at least three phrasings, no spelled-out identifiers), and every ``values``
+  source gives schema-valid, varied values; tools without ``asks`` pass and are counted (synthesis
+  words them generically); not checked on a ``benchmark`` server, which synthesis never uses;
 - ``path_equivalence``: over MCP (fastmcp in-memory client) every example and a bad call give
   the same result, error and end state as the fast path; the published schemas and hints are the same.
 """
@@ -40,7 +45,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -577,6 +582,46 @@ def check_answers(server: Server, seed: int) -> Check:
     return problems.verdict("answers", f"{len(declared)} tools' answering fields appear in their examples' results")
 
 
+# -- phrasings ------------------------------------------------------------------------------------
+
+def phrasing_problems(server: Server, seed: int = 0) -> tuple[list[str], list[str]]:
+    """The phrasing-rule problems of ``server``'s tools (``asks`` checked on each example's
+    arguments, ``values`` drawn on the seed state), and the tools that declare no ``asks``."""
+    from prove_core.toolkit.phrasing import check_phrasings as rules
+    from prove_core.toolkit.phrasing import check_values
+
+    runtime = build_runtime(server, seed=seed)
+    sid = runtime.new_session()
+    problems: list[str] = []
+    bare: list[str] = []
+    for tool in server.tools.values():
+        examples: list[Mapping[str, Any]] = []
+        for index in range(len(tool.examples)):
+            try:
+                examples.append(example_at(tool, runtime, sid, index))
+            except Exception:  # noqa: BLE001 - reachability is its own check
+                continue
+        if tool.asks:
+            problems += rules(tool, examples, runtime.state(sid))
+        else:
+            bare.append(tool.name)
+            problems += check_values(tool, examples, runtime.state(sid))
+    return problems, bare
+
+
+def check_phrasings(server: Server, seed: int) -> Check:
+    """The phrasing rules synthesis relies on (``prove_core.toolkit.phrasing``), for every tool
+    that declares ``asks``; a tool without them is not a failure (its user turns get generic
+    wording), but the detail counts them."""
+    if server.benchmark:
+        return Check("phrasings", True, "a benchmark server: synthesis never words requests for it")
+    problems, bare = phrasing_problems(server, seed)
+    worded = len(server.tools) - len(bare)
+    note = (f"; {len(bare)} tools declare no asks, so synthesis words them generically ({', '.join(bare[:3])}"
+            f"{', ...' if len(bare) > 3 else ''}; docs/servers.md)" if bare else "")
+    return _Problems(problems).verdict("phrasings", f"{worded} tools' asks and values follow the phrasing rules{note}")
+
+
 async def _mcp_calls(runtime: ServerRuntime, calls: list[tuple[str, str, Any]]) -> tuple[list[Any], list[Any]]:
     from fastmcp import Client
 
@@ -648,6 +693,7 @@ CHECKS: tuple[Callable[[Server, int], Check], ...] = (
     check_documented_failures,
     check_entity_names,
     check_answers,
+    check_phrasings,
     check_path_equivalence,
 )
 

@@ -11,8 +11,8 @@ A server author writes, beside a tool's examples, the ways a person would ask fo
     )
 
 Templates are verb phrases in the user's words; synthesis wraps them in a persona's sentence
-("Could you please {task}?"). The rules, checked for every bundled server by the tests and for
-any server by ``check_phrasings``:
+("Could you please {task}?"). The rules, checked by ``check_phrasings`` (which ``prove audit``
+runs, check ``phrasings``; docs/servers.md has them as a table):
 
 - a ``{slot}`` names a parameter of the tool;
 - every required parameter that is not an entity reference (``ref(...)``) has a slot: the user
@@ -162,6 +162,13 @@ def check_phrasings(tool: ToolDef, example_args: list[Mapping[str, Any]], state:
                 problems += check_template(tool, template)
     if len(seen) < MIN_TEMPLATES:
         problems.append(f"{tool.name}: {len(seen)} phrasings; write at least {MIN_TEMPLATES}")
+    return problems + check_values(tool, example_args, state)
+
+
+def check_values(tool: ToolDef, example_args: list[Mapping[str, Any]], state: Any) -> list[str]:
+    """Problems with a tool's ``values``: each names a parameter, and its draws (20, from seeds
+    0..19, put into the first example's arguments) pass the schema and take at least 3 values."""
+    problems: list[str] = []
     props = tool.spec.parameters.get("properties", {})
     base = dict(example_args[0]) if example_args else {}
     for param, source in tool.values.items():

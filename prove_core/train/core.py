@@ -126,11 +126,15 @@ class TrainJob:
 @attrs.frozen(kw_only=True)
 class TrainResult:
     """What a backend reports. ``before``/``after`` are ``evaluate`` summaries before and after
-    GRPO (``None`` when the backend did not evaluate, e.g. when it only wrote a launch script);
-    ``start`` is the starting model's, before a supervised warm-up (``None`` without one)."""
+    training (``None`` when the backend did not evaluate, e.g. when it only wrote a launch script);
+    ``start`` is the starting model's, before a supervised warm-up (``None`` without one).
+    ``method`` names what the ``steps`` are steps of, as the report and the console say it
+    (``"GRPO"`` for the bundled backends, ``"DPO"``, ...); ``None``: the backend trains nothing
+    (it evaluates, filters data or writes files), and the report says so instead of "GRPO"."""
 
     ok: bool
     steps: int = 0
+    method: str | None = "GRPO"
     model_dir: str | None = None
     start: dict[str, Any] | None = None
     before: dict[str, Any] | None = None
@@ -348,7 +352,8 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     started = time.perf_counter()
     result = trainer.train(job)
     seconds = round(time.perf_counter() - started, 1)
-    summary = {"ok": result.ok, "backend": settings.backend, "steps": result.steps, "model_dir": result.model_dir,
+    summary = {"ok": result.ok, "backend": settings.backend, "steps": result.steps, "method": result.method,
+               "model_dir": result.model_dir,
                "start": result.start, "before": result.before, "after": result.after, "seconds": seconds,
                **result.details}
     write_atomic(out_dir / "result.json", json.dumps(summary, indent=2, default=str))
@@ -357,12 +362,12 @@ def run_training(experiment: Experiment, plugins: Any, *, echo: Callable[[str], 
     report = write_report(out_dir, metrics.records(), result, settings=settings, seconds=seconds)
     summary["report"] = str(report)
     if result.before is not None and result.after is not None:
-        from prove_core.train.report import held_out_rows
+        from prove_core.train.report import held_out_phases, held_out_rows
 
         success = (f"; task success {result.before['success']:.3f} -> {result.after['success']:.3f}"
                    if "success" in result.before and "success" in result.after else "")
-        echo(f"held-out mean reward: {result.before['total']:.3f} before GRPO -> {result.after['total']:.3f} after "
-             f"(best possible {result.after['best']:.3f}){success}; report {report}")
+        shown = " -> ".join(f"{summary['total']:.3f} {label}" for label, summary in held_out_phases(result)[-2:])
+        echo(f"held-out mean reward: {shown} (best possible {result.after['best']:.3f}){success}; report {report}")
         for line in held_out_rows(result):
             echo(line)
     return summary

@@ -48,16 +48,14 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
             ax.tick_params(labelsize=8)
         for ax in list(axes.flat)[len(names):]:
             ax.axis("off")
-        fig.suptitle("Mean reward per component over GRPO steps (training rollouts; thick: moving average)",
+        fig.suptitle(f"Mean reward per component over {_method(result)} steps (training rollouts; thick: moving average)",
                      fontsize=11)
         fig.tight_layout()
         fig.savefig(out_dir / "reward_components.png", dpi=110)
         plt.close(fig)
         paths.append(str(out_dir / "reward_components.png"))
     if result.before is not None and result.after is not None:
-        start = getattr(result, "start", None)
-        phases = [(label, summary) for label, summary in (("start model", start), ("before GRPO" if start is None
-                  else "after SFT", result.before), ("after GRPO", result.after)) if summary is not None]
+        phases = held_out_phases(result)
         names = ["total", *sorted(set().union(*(summary["components"] for _, summary in phases)))]
         fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(names)), 3.2))
         xs = range(len(names))
@@ -75,6 +73,32 @@ def _plots(out_dir: Path, series: dict[str, list[tuple[int, float]]], result: An
         plt.close(fig)
         paths.append(str(out_dir / "before_after.png"))
     return paths
+
+
+def _method(result: Any) -> str:
+    method: str | None = getattr(result, "method", "GRPO")
+    return method or "training"
+
+
+def _phase_names(result: Any) -> tuple[str, str]:
+    """How the report names the held-out evaluations a backend returns as ``before`` and
+    ``after``: around its ``method`` ("before GRPO", "after DPO"), "after SFT" when a warm-up ran
+    first, and for a backend that trains nothing (``method=None``) the evaluations as they are."""
+    method = getattr(result, "method", "GRPO")
+    if method is None:
+        return ("first evaluation", "second evaluation")
+    return ("before " + method if getattr(result, "start", None) is None else "after SFT", "after " + method)
+
+
+def held_out_phases(result: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The held-out evaluations in order, with their names: the starting model when a warm-up ran,
+    then ``before`` and ``after`` (one column when a backend that trains nothing returns the same)."""
+    before, after = _phase_names(result)
+    if getattr(result, "method", "GRPO") is None and result.after == result.before:
+        return [("held out", result.before)]
+    return [(label, summary) for label, summary in (("start model", getattr(result, "start", None)),
+                                                    (before, result.before), (after, result.after))
+            if summary is not None]
 
 
 # Rows of the held-out table besides the reward components: (summary key, label)
@@ -104,11 +128,8 @@ def _pairs(before: dict[str, Any], after: dict[str, Any], name: str) -> list[tup
 def _held_out_table(result: Any) -> list[str]:
     """The held-out evaluations side by side (the starting model when a warm-up ran, before and
     after GRPO) and each phase's change with its paired interval."""
-    start = getattr(result, "start", None)
-    phases: list[tuple[str, dict[str, Any]]] = [
-        (label, summary) for label, summary in (("start model", start), ("before GRPO" if start is None else "after SFT",
-                                                result.before), ("after GRPO", result.after)) if summary is not None]
-    paired = all("tasks" in summary for _, summary in phases)
+    phases = held_out_phases(result)
+    paired = len(phases) > 1 and all("tasks" in summary for _, summary in phases)
     steps = list(zip(phases, phases[1:]))
     names = [k for k, _ in _HEADLINES if all(_value(summary, k) is not None for _, summary in phases)]
     names += sorted(set().union(*(summary["components"] for _, summary in phases)))
@@ -151,9 +172,15 @@ def write_report(out_dir: Path, records: Sequence[dict[str, Any]], result: Any, 
                  seconds: float) -> Path:
     series = _series(records)
     plots = _plots(out_dir, series, result)
-    lines = ["# Training report", "",
-             f"Backend **{settings.backend}**; {result.steps} GRPO steps of {settings.batch_size} prompts x "
-             f"{settings.group_size} rollouts; KL {settings.kl}; lr {settings.lr}; {seconds} s.", ""]
+    method = getattr(result, "method", "GRPO")
+    if method is None:
+        what = "trains nothing (it reports no training method)"
+    elif method == "GRPO":
+        what = (f"{result.steps} GRPO steps of {settings.batch_size} prompts x {settings.group_size} rollouts; "
+                f"KL {settings.kl}; lr {settings.lr}")
+    else:
+        what = f"{result.steps} {method} steps"
+    lines = ["# Training report", "", f"Backend **{settings.backend}**; {what}; {seconds} s.", ""]
     if result.before is not None and result.after is not None:
         lines += _held_out_table(result)
     if series.get("total"):

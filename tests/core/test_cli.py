@@ -129,3 +129,24 @@ def test_logging_writes_to_the_current_stderr_not_the_one_at_configure_time(monk
     monkeypatch.setattr(sys, "stderr", second)
     log.info("to the second stream")
     assert "to the second stream" in second.getvalue()
+
+
+def test_listings_cut_long_text_between_words_on_a_terminal_and_never_in_a_pipe(monkeypatch):
+    import os
+    import shutil
+
+    from prove_core.cli import _fit, _last_column
+
+    assert _fit("Replays the task's reference solution (the upper bound).", 30) == "Replays the task's reference…"
+    assert _fit("short enough", 30) == "short enough"
+    words = "Repeats one call several times per turn (what efficiency punishes)."
+    for width in range(10, len(words)):
+        cut = _fit(words, width)
+        assert len(cut) <= width and cut.endswith("…") and words.startswith(cut[:-1])
+        assert words[len(cut) - 1] in " ,;:(-"  # the cut falls between words
+    rows, header = [["client", "spammer", words]], ["kind", "name", "summary"]
+    assert _last_column(rows, header) == rows  # pytest's stdout is no terminal: every word
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda *a, **k: os.terminal_size((60, 24)))
+    (shown,) = _last_column(rows, header)
+    assert shown[:2] == ["client", "spammer"] and shown[2] == "Repeats one call several times per turn…"  # 60 - 17

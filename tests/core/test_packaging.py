@@ -54,3 +54,37 @@ def test_wheel_installs_and_serves_from_site_packages(tmp_path):
     assert '"name": "banking"' in proc.stdout
     # the default experiment ships inside the wheel
     assert (target / "prove_core" / "defaults" / "quickstart.toml").is_file()
+
+
+def _third_party_distributions(module_file: Path) -> set[str]:
+    """The distributions a module's imports come from, besides the standard library and PROVE."""
+    import ast
+    from importlib import metadata
+
+    owners = metadata.packages_distributions()
+    tops = set()
+    for node in ast.walk(ast.parse(module_file.read_text())):
+        if isinstance(node, ast.Import):
+            tops |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            tops.add(node.module.split(".")[0])
+    tops -= set(sys.stdlib_module_names) | {"prove_core", "prove_plugins", "prove_servers", "__future__"}
+    return {dist.lower() for top in tops for dist in owners.get(top, [top])}
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    import re
+
+    return {re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_the_openenv_extra_installs_what_the_openenv_command_imports():
+    """`prove openenv serve` without OpenEnv says `pip install 'prove[openenv]'`: that extra (with the
+    base install) must bring every distribution the adapter imports, openenv-core first of all."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "pip install 'prove[openenv]'" in (ROOT / "prove_core" / "cli.py").read_text()
+    provided = _requirement_names(project["dependencies"] + project["optional-dependencies"]["openenv"])
+    needed = _third_party_distributions(ROOT / "plugins" / "integrations" / "openenv_server.py")
+    assert "openenv-core" in needed  # the check reads the adapter's imports
+    pulled_in = {"pydantic-core", "pydantic_core", "starlette"}  # come with pydantic and fastapi, which are listed
+    assert needed - pulled_in <= provided, needed - pulled_in - provided

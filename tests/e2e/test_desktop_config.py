@@ -1,7 +1,7 @@
 """The README's desktop `mcpServers` snippet, launched exactly as a desktop client would: its
-command and arguments over stdio, a bare GUI PATH (where `prove` is Perl's test harness or
-nothing), working directory `/`, no plugin settings; the official MCP Python SDK lists the tools
-and calls one."""
+command (the path the README's own command prints) and arguments over stdio, a bare GUI PATH
+(where `prove` is Perl's test harness or nothing), working directory `/`, no plugin settings; the
+official MCP Python SDK lists the tools and calls one."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,14 +32,44 @@ def readme_snippet() -> dict:
     return json.loads(match.group(1))
 
 
+def readme_path_command() -> str:
+    """The shell command the README gives to print the venv's Python (run in the project folder)."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"in the project folder,\s+`([^`]+)`\s+prints it", text)
+    assert match, "README.md gives no command that prints the venv's Python"
+    return match.group(1)
+
+
+def venv_python() -> str | None:
+    """What the README's command prints in this checkout (None when its venv is elsewhere)."""
+    if not (ROOT / ".venv" / "bin" / "python").exists():
+        return None
+    out = subprocess.run(["bash", "-c", readme_path_command()], cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_the_readme_path_command_prints_the_venv_python_unresolved():
+    printed = venv_python()
+    if printed is None:
+        return  # a test environment whose venv is not <repo>/.venv
+    assert printed == str(ROOT / ".venv" / "bin" / "python")
+    # the venv's own path, not the base interpreter its symlink resolves to, imports PROVE from a bare environment
+    venv = subprocess.run([printed, "-c", "import prove_core"], capture_output=True, text=True,
+                          env={"PATH": BARE_PATH}, cwd="/")
+    assert venv.returncode == 0, venv.stderr
+
+
 def test_the_readme_snippet_serves_banking_with_a_bare_path():
     config = readme_snippet()["mcpServers"]["prove-banking"]
     assert Path(config["command"]).is_absolute() and config["command"].startswith(PLACEHOLDER)
     assert "prove" not in Path(config["command"]).name.split(".")  # never the bare `prove` a GUI PATH resolves
     resolved = shutil.which("prove", path=BARE_PATH)
     assert resolved is None or not resolved.startswith(str(ROOT))  # Perl's harness (or nothing), not ours
-    command = config["command"].replace(PLACEHOLDER, str(ROOT))
-    if not Path(command).exists():  # a test environment whose venv is not <repo>/.venv: this interpreter
+    printed = venv_python()  # what a user following the README pastes in place of the placeholder
+    if printed is not None:
+        assert config["command"] == PLACEHOLDER + "/.venv/bin/python"
+        command = config["command"].replace(PLACEHOLDER + "/.venv/bin/python", printed)
+    else:  # a test environment whose venv is not <repo>/.venv: this interpreter
         command = sys.executable
     rt = ServerRuntime(banking)  # the served process builds the same seed state
     sid = rt.new_session()

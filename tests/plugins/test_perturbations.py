@@ -165,3 +165,130 @@ def test_config_errors_name_their_paths():
     with pytest.raises(ConfigError, match=r"\$\.synth\.perturbations\.perturbations\[0\].*'rate' must be <= 1.0"):
         build_perturber({"perturbations": [{"name": "enum_stripping", "rate": 2.0}]}, registry(),
                         path="$.synth.perturbations")
+
+
+# -- the invariants every perturbation keeps, and the one place its config lives -------------------
+
+
+class _Registered:
+    """A plugin perturbation registered for one test (``with`` unregisters it)."""
+
+    def __init__(self, cls):
+        self.cls, self.registry = cls, registry()
+
+    def __enter__(self):
+        self.registry.register_callable("perturbations", "test_plugin", "tests")(self.cls)
+        return build_perturber([{"name": self.cls.name, "rate": 1.0}], self.registry)
+
+    def __exit__(self, *exc):
+        self.registry.unregister_plugin("test_plugin")
+
+
+def _renamed_parameter(example):
+    """The offered schema of the first called tool with its first parameter renamed (calls untouched)."""
+    called = example.task.calls[0].tool
+    tools = []
+    for tool in example.tools:
+        fn = dict(tool["function"])
+        if fn["name"] == called:
+            params = dict(fn["parameters"])
+            props = dict(params["properties"])
+            old = sorted(example.task.calls[0].arguments)[0]
+            props["renamed_" + old] = props.pop(old)
+            params["properties"] = props
+            params["required"] = [("renamed_" + p if p == old else p) for p in params.get("required", [])]
+            fn["parameters"] = params
+        tools.append({**tool, "function": fn})
+    return attrs.evolve(example, tools=tools)
+
+
+class _Broken:
+    """A plugin perturbation that breaks one invariant (its ``apply``)."""
+
+    default_rate = 1.0
+
+    def __init__(self, config):
+        self.config = config
+
+
+class RenamesAParameter(_Broken):
+    name = "renames_a_parameter"
+
+    def apply(self, example, rng, context):
+        return _renamed_parameter(example)
+
+
+class InventsACall(_Broken):
+    name = "invents_a_call"
+
+    def apply(self, example, rng, context):
+        first = example.task.calls[0]
+        extra = attrs.evolve(first, id="invented", arguments={**first.arguments, "note": "x"}, depends_on=[])
+        return attrs.evolve(example, task=attrs.evolve(example.task, calls=[*example.task.calls, extra]))
+
+
+class MovesTheWorld(_Broken):
+    name = "moves_the_world"
+
+    def apply(self, example, rng, context):
+        return attrs.evolve(example, task=attrs.evolve(example.task, seed=example.task.seed + 1))
+
+
+@pytest.mark.parametrize(("cls", "fragment"), [
+    (RenamesAParameter, "the offered tools no longer accept this call"),
+    (InventsACall, "a call the example did not make"),
+    (MovesTheWorld, "changed task.seed"),
+])
+def test_a_perturbation_that_breaks_an_invariant_is_refused_with_its_name(cls, fragment):
+    from prove_core.synth.perturbation import PerturbationError
+
+    example = example_for(banking_transfer_task())
+    with _Registered(cls) as perturber, pytest.raises(PerturbationError) as err:
+        perturber(example)
+    assert f"perturbation {cls.name!r} broke example {example.id!r}" in str(err.value) and fragment in str(err.value)
+
+
+def test_the_bundled_perturbations_keep_every_invariant_on_many_examples():
+    from prove_core.synth.perturbation import broken_invariants
+
+    perturber = build_perturber([{"name": n, "rate": 1.0} for n in ("irrelevance", "hidden_tool", "distractors",
+                                                                     "enum_stripping")], registry())
+    for task in (banking_transfer_task(), shopping_checkout_task()):
+        for i in range(25):
+            example = attrs.evolve(example_for(task), id=f"inv-{i}")
+            out = perturber(example)  # raises on a broken invariant
+            assert broken_invariants(example, out) == []
+    renamed = _renamed_parameter(example_for(banking_transfer_task()))
+    assert broken_invariants(example_for(banking_transfer_task()), renamed)  # the check itself can fail
+
+
+def test_a_list_of_synth_perturbations_replaces_the_defaults_and_errors_name_each_entry():
+    perturber = build_perturber([{"name": "distractors", "rate": 0.2}], registry(), path="$.synth.perturbations")
+    assert [(n, r) for n, r, _ in perturber.entries] == [("distractors", 0.2)]
+    with pytest.raises(ConfigError) as err:
+        build_perturber([{"name": "distractor"}, {"name": "enum_stripping", "rate": 2},
+                         {"name": "distractors", "optons": {}}], registry(), path="$.synth.perturbations")
+    text = str(err.value)
+    assert "$.synth.perturbations[0].name: no perturbation named 'distractor'" in text and "did you mean 'distractors'?" in text
+    assert "$.synth.perturbations[1]: 'rate' must be <= 1.0" in text
+    assert "$.synth.perturbations[2]: extra fields found (optons); did you mean 'options'?" in text
+    with pytest.raises(ConfigError, match="an empty list runs no perturbation"):
+        build_perturber([], registry(), path="$.synth.perturbations")
+
+
+def test_the_documented_toml_form_loads_and_keeps_the_paper_order():
+    """docs/synthesis.md's Perturbations example is the form the config takes."""
+    import re
+    from pathlib import Path
+
+    from prove_core.config import load_experiment, parse_toml
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "synthesis.md").read_text()
+    section = doc[doc.index("## Perturbations"):]
+    block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+    experiment = load_experiment(parse_toml('[[servers]]\nname = "banking"\n' + block))
+    perturber = build_perturber(experiment.synth.perturbations, registry(), path="$.synth.perturbations")
+    assert [n for n, _, _ in perturber.entries] == ["irrelevance", "hidden_tool", "distractors", "enum_stripping"]
+    assert dict((n, r) for n, r, _ in perturber.entries)["hidden_tool"] == 0.1
+    with pytest.raises(ConfigError, match=r"'perturbations' must be a list of \[\[synth.perturbations\]\] tables"):
+        load_experiment({"servers": [{"name": "banking"}], "synth": {"perturbations": "distractors"}})

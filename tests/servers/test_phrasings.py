@@ -3,30 +3,16 @@ the way ``prove_core.toolkit.phrasing`` requires; synthesis writes user turns fr
 
 import pytest
 
-from prove_core.env.runtime import ServerRuntime, example_at
-from prove_core.toolkit.phrasing import check_phrasings, check_template
+from prove_core.testing.conformance import phrasing_problems
+from prove_core.toolkit.phrasing import check_template
 from tests.servers.test_conformance import SERVER_MODULES, server_of
-
-
-def phrasing_problems(server) -> list[str]:
-    rt = ServerRuntime(server, seed=0)
-    sid = rt.new_session()
-    problems = []
-    for tool in server.tools.values():
-        examples = []
-        for i in range(len(tool.examples)):
-            try:
-                examples.append(example_at(tool, rt, sid, i))
-            except Exception:  # noqa: BLE001 - reachability is the conformance kit's check
-                continue
-        problems += check_phrasings(tool, examples, rt.state(sid))
-    return problems
 
 
 @pytest.mark.parametrize("module", SERVER_MODULES)
 def test_every_tool_has_valid_phrasings_and_value_sources(module):
-    problems = phrasing_problems(server_of(module))
+    problems, bare = phrasing_problems(server_of(module))
     assert not problems, "\n".join(problems)
+    assert not bare, f"bundled tools without asks: {bare}"
 
 
 def test_the_phrasing_check_catches_bad_templates():

@@ -161,7 +161,7 @@ loaded = {name: [json.dumps(r, ensure_ascii=False) for r in
                  datasets.load_dataset("json", data_files=f"{out}/{name}", split="train")] for name in FILES}
 if hasattr(datasets, "Json"):
     for name in ("sft", "rl"):
-        loaded[f"hf/{name}"] = [json.dumps(r, ensure_ascii=False) for r in datasets.load_from_disk(f"{out}/hf/{name}")]
+        loaded[f"hf/{name}"] = [json.dumps(r, ensure_ascii=False) for r in datasets.load_from_disk(f"{out}/hf")[name]]
 print(json.dumps({"version": datasets.__version__, "rows": loaded}))
 """.replace("FILES", repr(FILES))
 
@@ -255,7 +255,7 @@ def test_every_row_renders_with_its_exact_arguments_and_schemas_after_a_datasets
     load = {name: datasets.load_dataset("json", data_files=str(exported.dir / name), split="train")
             for name in ("sft.jsonl", "rl.jsonl", "openrlhf.jsonl")}
     for name in ("sft", "rl"):
-        load[f"hf/{name}"] = datasets.load_from_disk(str(exported.dir / "hf" / name))
+        load[f"hf/{name}"] = datasets.load_from_disk(str(exported.dir / "hf"))[name]
     rendered = 0
     for style, template in templates().items():
         def render(messages, tools, template=template, **kw):
@@ -349,7 +349,7 @@ def test_trl_sft_trainer_trains_on_assistant_tokens_only(exported, tokenizer, tm
               f"({trained / total:.1%})")
 
     # hf/sft prepares to the very same tokens and labels
-    hf = SFTTrainer(model=model, args=args, train_dataset=datasets.load_from_disk(str(exported.dir / "hf" / "sft")),
+    hf = SFTTrainer(model=model, args=args, train_dataset=datasets.load_from_disk(str(exported.dir / "hf"))["sft"],
                     processing_class=tokenizer).train_dataset
     assert hf["input_ids"] == trainer.train_dataset["input_ids"] and hf["labels"] == trainer.train_dataset["labels"]
 

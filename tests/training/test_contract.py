@@ -182,3 +182,41 @@ def test_the_trl_backend_without_the_train_extra_says_what_to_install(tmp_path, 
     with pytest.raises(ProveError, match=r"needs trl .*pip install torch==2.13.0 && pip install -e '.\[train\]'"):
         run_training(exp, Plugins().load(autoload=False), echo=lambda _: None)
     assert not (tmp_path / "t" / "train" / "base").exists()  # nothing was built
+
+
+def test_the_report_names_what_the_backend_ran(tmp_path):
+    """A backend's `method` words the report and the console: GRPO, another method, or nothing."""
+    from prove_core.config import TrainConfig
+    from prove_core.train.core import TrainResult
+    from prove_core.train.report import held_out_phases, write_report
+
+    def summary(total):
+        return {"rollouts": 2, "total": total, "best": 1.3, "components": {"validity": total}}
+
+    for method, before, after, wanted, unwanted in (
+            ("GRPO", summary(0.2), summary(0.4), ["3 GRPO steps of 16 prompts", "| before GRPO | after GRPO |"], []),
+            ("DPO", summary(0.2), summary(0.4), ["3 DPO steps;", "| before DPO | after DPO |"], ["GRPO"]),
+            (None, summary(0.3), summary(0.3), ["trains nothing", "| | held out |"], ["GRPO", "| before", "after |"])):
+        out = tmp_path / str(method)
+        out.mkdir()
+        result = TrainResult(ok=True, steps=3, method=method, before=before, after=after)
+        report = write_report(out, [], result, settings=TrainConfig(), seconds=1.0).read_text()
+        for text in wanted:
+            assert text in report, (method, text, report)
+        for text in unwanted:
+            assert text not in report, (method, text, report)
+    assert [label for label, _ in held_out_phases(TrainResult(ok=True, method=None, before=summary(0.1),
+                                                              after=summary(0.2)))] == ["first evaluation",
+                                                                                        "second evaluation"]
+
+
+def test_the_trl_backend_leaves_trls_progress_bar_to_the_terminal(monkeypatch):
+    """TRL's own tqdm bar shows on a terminal and stays out of logs and pipes."""
+    import sys
+
+    from prove_plugins.train.trl_backend import trainer_progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert trainer_progress() == {"disable_tqdm": False}
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert trainer_progress() == {"disable_tqdm": True}

@@ -393,6 +393,8 @@ class HFPolicy:
     name = "hf"
     description = "A local Hugging Face checkpoint (chat template, generate, a registered parser)."
     Config = HFConfig
+    requires = ("torch", "transformers")  # checked before any stage runs
+    install = "pip install torch==2.13.0 transformers"
 
     def __init__(self, config: HFConfig, *, registry: Any = None, model: Any = None, tokenizer: Any = None) -> None:
         try:
