@@ -382,7 +382,7 @@ NEGATION = re.compile(r"\b(?:don'?t|do not|does not|doesn'?t|never|not|no longer
 FAILED = re.compile(r"\b(?:couldn'?t|could not|unable|fail(?:ed|s|ure)?|wasn'?t able|was not able|refused|"
                     r"rejected|declined|didn'?t (?:go through|work)|did not (?:go through|work)|error|"
                     r"unfortunately|not possible|can'?t|cannot|denied|blocked|invalid|incorrect(?:ly)?|wrong|mistake|oops|"
-                    r"hit a problem|ran into|retry(?:ing)?|try(?:ing)? again)\b", re.I)
+                    r"hit a problem|ran into|retry(?:ing)?|try(?:ing)? again|already)\b", re.I)  # "already": the goal held
 SUCCEEDED = re.compile(r"\b(?:successfully|succeeded|all set|went through|taken care of|done|completed|finished|"
                        r"has been (?!refused|rejected|declined|denied|blocked)\w+ed)\b", re.I)
 UNCHANGED = re.compile(r"\b(?:nothing (?:was|has been|got) (?:changed|touched|done)|nothing changed|no changes?\b|"

@@ -50,6 +50,8 @@ LOOKUP_FIELDS = ("name", "full_name", "display_name", "email", "title", "usernam
 # Fields a person names a record by (see the teacher's descriptions).
 DETAIL_FIELDS = (*LOOKUP_FIELDS, "subject", "label", "filename", "headline", "summary", "path")
 REDRAWS = 6  # fresh value draws tried when a drawn value is rejected by the tool's schema
+PARALLEL_RATE = 0.7  # share of runs of independent calls sent together (parallel calls)
+SIBLING_RATE = 0.5  # share of conversations ending in a read that also ask a second read of its record
 REPLANS = 3  # fresh phrasings and values tried when a request was incomplete or incoherent
 # Failures that say the request was wrong, not the world: never kept (the user would not ask so).
 SELF_INFLICTED = {"INVALID_ARGUMENT", "UNKNOWN_TOOL", "NOT_FOUND"}
@@ -809,11 +811,16 @@ class ConversationMachine:
             if looked_up is not None:  # the user names the entity; the assistant looks it up first
                 chain, forced = looked_up
                 steps = self.plan(chain, context, rng, forced=forced)
+        sibling = self._sibling(steps, chain, rng) if rng.random() < SIBLING_RATE else None
+        if sibling is not None:  # a second read of the same record, asked for with the last one
+            step, edge = sibling
+            steps.append(step)
+            chain = Chain(tools=[*chain.tools, step.public_name], edges=[*chain.edges, edge])
         outcome, done, sid = self.execute(steps, rng, chain, context)
         self.env.close(sid)
         if not done:
             raise Unusable("the first call could not be planned")
-        turns = self._split(len(done), rng)
+        turns = self._split(len(done), rng, glued=len(steps) - 1 if sibling is not None else None)
         withheld = self._withheld(done[turns[0][0]:turns[0][1]], rng) if stratum == "missing" else None
         if stratum == "missing" and withheld is None:
             stratum = "complete"  # nothing the user could leave out: an ordinary request
@@ -861,6 +868,42 @@ class ConversationMachine:
         example = Example(id=example_id, messages=writer.messages, tools=self.tools_openai, task=task)
         return Drafted(example=example, clarification=clarification, stratum=stratum, chain=chain.key, outcome=outcome)
 
+    def _sibling(self, steps: list[Step], chain: Chain, rng: random.Random) -> tuple[Step, Edge] | None:
+        """Another read of the record the last (read-only) step reads, by a tool of the same
+        server that needs nothing else: the two do not depend on each other, so the assistant may
+        call them together (parallel calls)."""
+        last = steps[-1]
+        if not last.tool.spec.annotations.read_only or len(steps) >= self.max_chain_length:
+            return None
+        rt = last.runtime
+        named = [(p, e) for p, e in last.tool.spec.entity_params().items() if p in last.fixed or p in last.refs]
+        options = []
+        for param, entity in named:
+            for tool in rt.server.tools.values():
+                public = self.env.public_name(rt.name, tool.name)
+                spec = tool.spec
+                required = spec.parameters.get("required", [])
+                takes = [q for q, e in spec.entity_params().items() if e == entity and q in required]
+                if tool is last.tool or public in chain.tools or not spec.annotations.read_only or not tool.asks \
+                        or len(takes) != 1 or len(required) != 1:
+                    continue
+                options.append((param, entity, tool, public, takes[0]))
+        if not options:
+            return None
+        param, entity, tool, public, target = rng.choice(options)
+        step = Step(id=f"s{len(steps) + 1}", tool=tool, public_name=public, runtime=rt, call_seed=rng.random())
+        if param in last.fixed:
+            step.fixed[target] = last.fixed[param]
+            if param in last.records:
+                step.records[target] = last.records[param]
+        else:
+            step.refs[target] = last.refs[param]
+        phrasings = self._phrasings(tool, {target: f"<{target}>"})
+        step.template = rng.choice(phrasings) if phrasings else None
+        edge = Edge(source=last.public_name, target=public, label="none", entity=entity, param=target,
+                    evidence="reads the same record as the call before it", verified=True)
+        return step, edge
+
     def _withheld(self, steps: list[Step], rng: random.Random) -> tuple[int, str] | None:
         """The value the user leaves out of the first request (the step and parameter): an entity
         they name only when the assistant asks."""
@@ -874,9 +917,12 @@ class ConversationMachine:
                         and step.fixed[p] not in elsewhere]
         return rng.choice(options) if options else None
 
-    def _split(self, n: int, rng: random.Random) -> list[tuple[int, int]]:
-        turns = min(n, rng.choice(self.config.user_turns))
-        cuts = sorted(rng.sample(range(1, n), turns - 1)) if turns > 1 else []
+    def _split(self, n: int, rng: random.Random, glued: int | None = None) -> list[tuple[int, int]]:
+        """The user turns: ``n`` calls cut into runs; never a cut before step ``glued`` (a read
+        asked for together with the one before it)."""
+        places = [k for k in range(1, n) if k != glued]
+        turns = min(len(places) + 1, rng.choice(self.config.user_turns))
+        cuts = sorted(rng.sample(places, turns - 1)) if turns > 1 else []
         bounds = [0, *cuts, n]
         return list(zip(bounds, bounds[1:]))
 
@@ -892,7 +938,6 @@ class ConversationMachine:
         return Example(id=example_id, messages=messages, tools=self.tools_openai, task=task)
 
 
-PARALLEL_RATE = 0.5  # share of runs of independent calls sent together
 
 
 class _Batch(list):  # type: ignore[type-arg]

@@ -3,8 +3,9 @@ the way ``prove_core.toolkit.phrasing`` requires; synthesis writes user turns fr
 
 import pytest
 
+from prove_core.env.runtime import ServerRuntime, example_at
 from prove_core.testing.conformance import phrasing_problems
-from prove_core.toolkit.phrasing import check_template
+from prove_core.toolkit.phrasing import check_phrasings, check_template
 from tests.servers.test_conformance import SERVER_MODULES, server_of
 
 

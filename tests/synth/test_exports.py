@@ -91,7 +91,7 @@ def test_sft_rows_train_every_assistant_turn_once_and_a_mistake_never(exported):
     rows = exported.rows["sft.jsonl"]
     assert rows
     for row in rows:
-        assert set(row) == {"id", "prompt", "completion", "tools"}
+        assert set(row) == {"id", "group", "prompt", "completion", "tools"}
         assert row["prompt"] and row["completion"]  # no empty rows (TRL's is_conversational indexes [0])
         assert row["prompt"][-1]["role"] in ("user", "tool") and row["prompt"][0]["role"] == "system"
         assert row["completion"][0]["role"] == "assistant" and row["completion"][-1]["role"] == "assistant"
