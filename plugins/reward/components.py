@@ -21,7 +21,7 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.model import ToolCall
-from prove_core.reward.core import Alignment, RewardContext, Rollout, Score, align, json_equal
+from prove_core.reward.core import Alignment, RewardContext, Rollout, Score, align, json_equal, same_record
 from prove_core.reward.parsing import ParseFailure
 
 NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores it"
@@ -401,13 +401,14 @@ class FinalStateConfig:
     hashes: bool = False  # put both full state hashes in the details (a full dump of each state)
 
 
-def table_diff(ours: Any, theirs: Any) -> dict[str, list[str]]:
-    """Record ids only in ``ours`` (extra), only in ``theirs`` (missing), in both but different."""
+def table_diff(ours: Any, theirs: Any, window: tuple[float, float] = (0.0, -1.0)) -> dict[str, list[str]]:
+    """Record ids only in ``ours`` (extra), only in ``theirs`` (missing), in both but different
+    (clock stamps inside ``window`` compare equal, as ``EndState.same_as`` compares them)."""
     ours, theirs = ours if ours is not None else {}, theirs if theirs is not None else {}
     return {
         "extra": sorted(k for k in ours if k not in theirs),
         "missing": sorted(k for k in theirs if k not in ours),
-        "changed": sorted(k for k in ours if k in theirs and ours[k] is not theirs[k] and ours[k] != theirs[k]),
+        "changed": sorted(k for k in ours if k in theirs and not same_record(ours[k], theirs[k], window)),
     }
 
 
@@ -416,9 +417,11 @@ def _same(a: Any, b: Any) -> bool:
 
 
 class FinalState(UnitComponent):
-    """1 when the rollout leaves the servers in the state the ground truth leaves them in (equal
-    state hashes: same tables, counters and clock), else 0; the explanation lists the differing
-    records per table. The ground truth is replayed once per task on its own fork."""
+    """1 when the rollout leaves the servers in the domain state the ground truth leaves them in
+    — the tables the tools own and their variables, record by record — else 0. The clock and the
+    id counters are not compared, and clock stamps written during the episode compare equal, so an
+    undo or a correction that restores the intended records is not punished. The explanation lists
+    the differing records per table. The ground truth is replayed once per task on its own fork."""
 
     name = "final_state"
     Config = FinalStateConfig
@@ -433,11 +436,23 @@ class FinalState(UnitComponent):
         details: dict[str, Any] = {"ground_truth_failures": gt_failed}
         if self.config.hashes:
             details.update(state_hash=ours.state_hash(), ground_truth_state_hash=truth.end_state.state_hash())
-        if ours.same_as(truth.end_state):
-            return Score(value=1.0, explanation="end state matches the ground truth's" + note, details=details)
         differing = ours.differing_tables(truth.end_state)
+        unseen = _unseen_writes_missed(rollout, context)
+        details["unseen_writes"] = list(truth.unseen_writes)
+        if not differing and not unseen:
+            return Score(value=1.0, explanation="end state matches the ground truth's" + note, details=details)
+        if not differing:
+            details["unseen_writes_missed"] = unseen
+            return Score(value=0.0, details=details, explanation=(
+                "end state matches the ground truth's, but the ground truth's writes "
+                f"{', '.join(truth.unseen_writes)} change nothing the end state shows, so they are required by call: "
+                f"no successful call with the values of {', '.join(unseen)}" + note))
         mine, theirs = ours.tables(), truth.end_state.tables()
-        diff = {t: table_diff(mine.get(t), theirs.get(t)) for t in differing}
+        diff = {}
+        for t in differing:
+            server = t.split(".", 1)[0]
+            window = ours.stamp_window(truth.end_state, server) if server in ours.snapshots else (0.0, -1.0)
+            diff[t] = table_diff(mine.get(t), theirs.get(t), window)
         value = 0.0
         if self.config.partial_credit:
             initial = context.servers.initial_state(rollout.task).tables()
@@ -445,10 +460,23 @@ class FinalState(UnitComponent):
                        if not _same(mine.get(t), initial.get(t)) or not _same(theirs.get(t), initial.get(t))}
             value = 1.0 - len(set(differing) & touched) / len(touched) if touched else 0.0
         parts = [f"{t}: {len(d['extra'])} extra, {len(d['missing'])} missing, {len(d['changed'])} changed"
-                 for t, d in diff.items()]
-        text = ("end state differs from the ground truth's: "
-                + (_listing(parts) if parts else "tables equal, counters or clock differ") + note)
+                 if t in mine or t in theirs else f"{t}: variables differ" for t, d in diff.items()]
+        text = "end state differs from the ground truth's: " + _listing(parts) + note
         return Score(value=value, explanation=text, details={**details, "tables": diff})
+
+
+def _unseen_writes_missed(rollout: Rollout, context: RewardContext) -> list[str]:
+    """The ground truth's unseen writes (``Execution.unseen_writes``) that no successful call of
+    the rollout made with the step's tool and argument values."""
+    unseen = context.ground_truth.unseen_writes
+    if not unseen:
+        return []
+    made = [a for a, r in zip(rollout.attempts, context.execution.results)
+            if isinstance(a, ToolCall) and r is not None and not r.is_error]
+    steps = {step.id: step for step in rollout.task.calls}
+    return [sid for sid in unseen if not any(
+        a.name == steps[sid].tool and all(k in a.arguments and json_equal(a.arguments[k], v)
+                                          for k, v in steps[sid].arguments.items()) for a in made)]
 
 
 # -- honest reply (not in the paper; the guarded preset) ------------------------------------------

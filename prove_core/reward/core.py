@@ -29,8 +29,10 @@ third-party plugin takes part as soon as a config names it. Formulas: docs/rewar
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
+import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -428,13 +430,45 @@ def _value(chosen: Mapping[int, int], options: Sequence[Sequence[tuple[int, int]
 # -- live forks -------------------------------------------------------------------------------------
 
 
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+
+
+def _stamp(value: Any) -> float | None:
+    """``value`` as seconds since the epoch when it is an ISO date-time string, else ``None``."""
+    if not isinstance(value, str) or not _STAMP.fullmatch(value):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def same_record(a: Any, b: Any, window: tuple[float, float]) -> bool:
+    """Equal records, except that two values stamped by the clock during the episode (ISO
+    date-times inside ``window``, the span from the fork's start to the later end clock) are
+    equal: *when* a write happened is not what the task asked for, and a correction or an undo
+    moves the clock."""
+    if a is b or a == b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_record(a[k], b[k], window) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same_record(x, y, window) for x, y in zip(a, b))
+    low, high = window
+    sa, sb = _stamp(a), _stamp(b)
+    return sa is not None and sb is not None and low <= sa <= high and low <= sb <= high
+
+
 @attrs.frozen(eq=False)
 class EndState:
-    """The state a fork was left in: one immutable ``Snapshot`` per server. Keeping one costs
-    nothing (snapshots share every record with the live state), and comparing two is cheap:
-    tables are persistent maps, and records nobody wrote are the same objects in both."""
+    """The state a fork was left in: one immutable ``Snapshot`` per server, and the clock each
+    server started from (``starts``). Keeping one costs nothing (snapshots share every record
+    with the live state), and comparing two is cheap: tables are persistent maps, and records
+    nobody wrote are the same objects in both."""
 
     snapshots: dict[str, Snapshot]
+    starts: dict[str, int] = attrs.field(factory=dict)
 
     def tables(self) -> dict[str, Any]:
         """``"<server>.<table>"`` → the table's persistent map (record id → record)."""
@@ -444,20 +478,55 @@ class EndState:
                 out[f"{server}.{table}"] = snap.tables[table]
         return out
 
+    def stamp_window(self, other: EndState, server: str) -> tuple[float, float]:
+        """The span in which ``server``'s clock stamped records in either state: from the clock the
+        fork started at to the later of the two end clocks."""
+        mine, theirs = self.snapshots[server], other.snapshots[server]
+        start = self.starts.get(server, other.starts.get(server, min(mine.clock, theirs.clock)))
+        return (float(start), float(max(mine.clock, theirs.clock)))
+
     def differing_tables(self, other: EndState) -> list[str]:
-        ours, theirs = self.tables(), other.tables()
-        return [t for t in sorted(set(ours) | set(theirs))
-                if not (ours.get(t) is theirs.get(t) or ours.get(t) == theirs.get(t))]
+        """The tables whose records differ (``"<server>.<table>"``), in domain terms: clock stamps
+        written during the episode compare equal (``same_record``); a variable the tools own that
+        differs is listed as ``"<server>.vars"``."""
+        out = []
+        for server in sorted(set(self.snapshots) | set(other.snapshots)):
+            mine, theirs = self.snapshots.get(server), other.snapshots.get(server)
+            if mine is None or theirs is None:
+                out.append(f"{server}.*")
+                continue
+            window = self.stamp_window(other, server)
+            for table in State.from_snapshot(mine).table_sizes():
+                a, b = mine.tables[table], theirs.tables.get(table)
+                if a is b or b is None and not a:
+                    continue
+                b = b if b is not None else {}
+                if len(a) != len(b) or any(k not in b or not same_record(v, b[k], window) for k, v in a.items()):
+                    out.append(f"{server}.{table}")
+            if mine.vars is not theirs.vars and not same_record(mine.domain_vars(), theirs.domain_vars(), window):
+                out.append(f"{server}.vars")
+        return out
 
     def same_as(self, other: EndState) -> bool:
-        """Equal tables, counters and variables: exactly when the two state hashes are equal."""
+        """The same domain state: the tables the tools own and their variables, record by record,
+        with clock stamps written during the episode equal. The clock itself and the id counters
+        are bookkeeping and not compared, so an undo or a correction that restores the intended
+        records counts (``identical_to`` is the strict test: equal state hashes)."""
+        return self.snapshots.keys() == other.snapshots.keys() and not self.differing_tables(other)
+
+    def identical_to(self, other: EndState) -> bool:
+        """Equal tables, counters and variables (the clock included): exactly when the two state
+        hashes are equal."""
         if self.snapshots.keys() != other.snapshots.keys():
             return False
         for server, snap in self.snapshots.items():
             theirs = other.snapshots[server]
             if snap.counters != theirs.counters or snap.vars != theirs.vars:
                 return False
-        return not self.differing_tables(other)
+            for table in State.from_snapshot(snap).table_sizes():
+                if not (snap.tables[table] is theirs.tables.get(table) or snap.tables[table] == theirs.tables.get(table)):
+                    return False
+        return True
 
     def state_hash(self) -> str:
         """The same string ``Environment.state_hash`` gives for this state (costs a full dump)."""
@@ -467,13 +536,14 @@ class EndState:
 class Fork:
     """A session on every server of a task, started from the task's seed (its initial state)."""
 
-    __slots__ = ("closed", "env", "session_id")
+    __slots__ = ("closed", "env", "session_id", "starts")
 
     def __init__(self, env: Environment, seed: int) -> None:
         self.env = env
         self.session_id = secrets.token_urlsafe(12)
         for runtime in env.runtimes.values():
             runtime.new_session(seed=seed, session_id=self.session_id)
+        self.starts = {name: rt.state(self.session_id).snapshot().clock for name, rt in env.runtimes.items()}
         self.closed = False
 
     def call(self, tool: str, arguments: Any) -> ToolResult:
@@ -483,7 +553,8 @@ class Fork:
         return self.env.state_hash(self.session_id)
 
     def end_state(self) -> EndState:
-        return EndState({name: rt.state(self.session_id).snapshot() for name, rt in self.env.runtimes.items()})
+        return EndState({name: rt.state(self.session_id).snapshot() for name, rt in self.env.runtimes.items()},
+                        starts=dict(self.starts))
 
     def close(self) -> None:
         if not self.closed:
@@ -555,8 +626,23 @@ class LiveServers:
             return cached
         fork = self.fork(task)
         try:
-            results = tuple(fork.call(step.tool, step.arguments) for step in task.calls)
-            cached = Execution(results, fork.end_state())
+            start = fork.end_state()
+            read_only = {spec.name for spec in fork.env.specs() if spec.annotations.read_only}
+            results, unseen, before = [], [], start
+            for step in task.calls:
+                result = fork.call(step.tool, step.arguments)
+                results.append(result)
+                if step.tool in read_only or result.is_error:
+                    continue
+                after = fork.end_state()
+                if after.same_as(before):
+                    unseen.append(step.id)
+                before = after
+            end = fork.end_state()
+            writes = [s.id for s, r in zip(task.calls, results) if s.tool not in read_only and not r.is_error]
+            if writes and end.same_as(start):  # writes that undo each other (add, then remove)
+                unseen = writes
+            cached = Execution(tuple(results), end, unseen_writes=tuple(unseen))
         finally:
             fork.close()
         self._ground_truths[key] = cached
@@ -586,10 +672,15 @@ class LiveServers:
 @attrs.frozen
 class Execution:
     """Calls run in order on one fork: ``results[i]`` for attempt ``i`` (``None``: not run, because
-    it failed to parse or names no offered tool), and the state they left."""
+    it failed to parse or names no offered tool), and the state they left. For a ground-truth
+    replay, ``unseen_writes`` are the ids of the successful writes whose effect the end state
+    cannot show: a write that changes nothing in domain terms (``EndState.same_as``), or every
+    write when together they leave the domain state as it started (add, then remove). The
+    ``final_state`` component requires those by call."""
 
     results: tuple[ToolResult | None, ...]
     end_state: EndState
+    unseen_writes: tuple[str, ...] = ()
 
 
 class RewardContext:

@@ -47,6 +47,15 @@ class Snapshot:
     counters: immutables.Map[str, int]
     vars: immutables.Map[str, Any]
 
+    @property
+    def clock(self) -> int:
+        """The session's clock, in seconds since the epoch (it ticks once per changing call)."""
+        return int(self.vars[_CLOCK])
+
+    def domain_vars(self) -> dict[str, Any]:
+        """The variables the tools own: every one but the clock and the id salt (bookkeeping)."""
+        return {k: v for k, v in self.vars.items() if k not in (_CLOCK, _SALT)}
+
 
 class Table:
     """Declares one id-keyed table on a ``State`` subclass; reading it gives a ``Collection``.

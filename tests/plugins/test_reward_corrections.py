@@ -1,0 +1,184 @@
+"""Self-correction is not punished (issue 27): the end state compares the tables the tools own,
+not the clock or the id counters, so a rollout that undoes an unrequested write, or re-sends the
+right value after a wrong one, reaches the ground truth's end state and scores above leaving the
+mistake in — and never above the ground truth.
+
+The tasks are the reward-hacking corpus (five servers); which rollouts restore the intended state
+is decided here by an oracle of the test's own (the tables as JSON with every date-time value
+dropped), not by the reward's comparison under test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from prove_core.model import Example
+from prove_core.reward.core import Reward
+from prove_core.toolkit.state import State
+from tests.plugins.test_reward_hacking import (  # noqa: F401 - module fixtures
+    Calls,
+    World,
+    as_rollout,
+    corpus,
+    gt_calls,
+    properties,
+    rewards,
+    worlds,
+)
+
+TOGGLES = (("freeze", "unfreeze"), ("lock", "unlock"), ("enable", "disable"), ("pause", "resume"),
+           ("archive", "unarchive"), ("mute", "unmute"), ("pin", "unpin"), ("block", "unblock"), ("hide", "show"),
+           ("activate", "deactivate"), ("star", "unstar"), ("follow", "unfollow"), ("close", "reopen"),
+           ("add_to", "remove_from"), ("add", "remove"))
+
+
+def _undated(value: Any) -> Any:
+    """``value`` with every ISO date-time string dropped (the oracle ignores when things happened)."""
+    if isinstance(value, dict):
+        return {k: _undated(v) for k, v in value.items() if not (isinstance(v, str) and _is_stamp(v))}
+    if isinstance(value, list):
+        return [_undated(v) for v in value if not (isinstance(v, str) and _is_stamp(v))]
+    return value
+
+
+def _is_stamp(text: str) -> bool:
+    return len(text) >= 16 and text[4] == "-" and text[7] == "-" and text[10] in "T "
+
+
+def tables_after(reward: Reward, example: Example, calls: Calls) -> tuple[dict[str, Any], list[bool]]:
+    """The tables (date-times dropped) after ``calls`` on a fork, and which calls succeeded."""
+    fork = reward.servers.fork(example.task)
+    try:
+        ok = [not fork.call(tool, args).is_error for tool, args in calls]
+        out = {}
+        for name, runtime in fork.env.runtimes.items():
+            data = State.from_snapshot(runtime.state(fork.session_id).snapshot()).to_json()
+            out[name] = _undated({"tables": data["tables"],
+                                  "vars": {k: v for k, v in data["vars"].items() if not k.startswith("__")}})
+        return out, ok
+    finally:
+        fork.close()
+
+
+def slips(example: Example, world: World) -> list[tuple[int, tuple[str, dict[str, Any]]]]:
+    """Per idempotent ground-truth write: the same call with one value changed (a number doubled,
+    another enum value, a string altered), the slip a model makes and can correct by re-sending."""
+    out = []
+    for i, (tool, args) in enumerate(gt_calls(example)):
+        spec = world.specs[tool]
+        if spec.annotations.read_only or not spec.annotations.idempotent:
+            continue
+        entities = spec.entity_params()
+        props = properties(spec)
+        for k, v in args.items():
+            if k in entities:
+                continue
+            enum = props.get(k, {}).get("enum") or []
+            if isinstance(v, bool):
+                wrong: Any = not v
+            elif isinstance(v, int | float):
+                wrong = v * 2 if v else 1
+            elif enum:
+                wrong = next((e for e in enum if e != v), None)
+            elif isinstance(v, str):
+                wrong = f"{v} (draft)"
+            else:
+                continue
+            if wrong is not None:
+                out.append((i, (tool, {**args, k: wrong})))
+                break
+    return out
+
+
+def undo_calls(reward: Reward, example: Example, world: World, write: tuple[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Calls that could take back ``write``: its counterpart tool (freeze / unfreeze, add_to /
+    remove_from) with the same arguments, the same tool with its flags flipped, or with the target
+    record's current values."""
+    tool, args = write
+    out = []
+    flags = {k: not v for k, v in args.items() if isinstance(v, bool)}
+    if flags:
+        out.append((tool, {**args, **flags}))
+    for a, b in TOGGLES:
+        for this, that in ((a, b), (b, a)):
+            if tool.startswith(this + "_") or f"_{this}_" in tool:
+                other = tool.replace(this, that, 1)
+                if other in world.specs and other != tool:
+                    props = properties(world.specs[other])
+                    out.append((other, {k: v for k, v in args.items() if k in props}))
+    fork = reward.servers.fork(example.task)
+    try:
+        records = {}
+        for runtime in fork.env.runtimes.values():
+            for table in State.from_snapshot(runtime.state(fork.session_id).snapshot()).to_json()["tables"].values():
+                records.update(table)
+    finally:
+        fork.close()
+    for param, value in args.items():
+        if param in world.specs[tool].entity_params() and isinstance(value, str) and value in records:
+            record = records[value]
+            restored = {k: record.get(k, v) for k, v in args.items()}
+            if restored != args:
+                out.append((tool, restored))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cases(corpus, rewards) -> dict[str, list[tuple[str, Calls, Calls, Calls]]]:  # noqa: F811
+    """(task, ground truth, mistake corrected, mistake left) per kind, checked by the oracle: the
+    correction restores the ground truth's tables, leaving the mistake does not."""
+    paper = rewards["paper"]
+    known = worlds(corpus, paper)
+    out: dict[str, list[tuple[str, Calls, Calls, Calls]]] = {"slip": [], "undo": []}
+    for example in corpus:
+        if example.task.expected != "call" or not example.task.calls:
+            continue
+        world = known[(tuple(example.task.servers), example.task.seed)]
+        calls = gt_calls(example)
+        truth, _ = tables_after(paper, example, calls)
+        for i, wrong in slips(example, world):
+            left = calls[:i] + [wrong] + calls[i + 1:]
+            fixed = calls[:i] + [wrong] + calls[i:]
+            after_left, ok_left = tables_after(paper, example, left)
+            after_fixed, ok_fixed = tables_after(paper, example, fixed)
+            if ok_left[i] and all(ok_fixed) and after_fixed == truth and after_left != truth:
+                out["slip"].append((example.id, calls, fixed, left))
+                break
+        for write in world.writes:
+            if write in calls or world.specs[write[0]].annotations.destructive:
+                continue
+            left = calls + [write]
+            after_left, ok_left = tables_after(paper, example, left)
+            if not ok_left[-1] or after_left == truth:
+                continue
+            for undo in undo_calls(paper, example, world, write):
+                after_fixed, ok_fixed = tables_after(paper, example, left + [undo])
+                if ok_fixed[-1] and after_fixed == truth:
+                    out["undo"].append((example.id, calls, left + [undo], left))
+                    break
+            else:
+                continue
+            break
+    return out
+
+
+@pytest.mark.parametrize("kind, at_least", [("slip", 10), ("undo", 5)])
+def test_a_correction_scores_between_the_ground_truth_and_the_mistake_left_in(corpus, rewards, cases, kind, at_least):  # noqa: F811
+    """ground truth >= ground truth with the mistake corrected > ground truth with it left in."""
+    by_id = {e.id: e for e in corpus}
+    mine = cases[kind]
+    assert len(mine) >= at_least, f"only {len(mine)} {kind} cases"
+    assert len({by_id[t].task.servers[0] for t, *_ in mine}) >= 2
+    reward = rewards["guarded"]
+    wrong = []
+    for task, calls, fixed, left in mine:
+        example = by_id[task]
+        truth, corrected, uncorrected = (reward.score(as_rollout(example, c, name))
+                                         for c, name in ((calls, "gt"), (fixed, "fixed"), (left, "left")))
+        if corrected.scores["final_state"].value != 1.0 or not (
+                truth.total >= corrected.total > uncorrected.total):
+            wrong.append((task, round(truth.total, 3), round(corrected.total, 3), round(uncorrected.total, 3),
+                          corrected.scores["final_state"].explanation[:160]))
+    assert not wrong, wrong[:5]
