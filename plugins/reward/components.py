@@ -103,6 +103,9 @@ def argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str |
 @attrs.frozen(kw_only=True)
 class ValidityConfig:
     live: bool = True  # tier 3: run the calls on a fork of the task's initial state
+    # only calls coverage matched to a ground-truth step earn their tiers; the others count 0, so a
+    # redundant call never raises the mean (the guarded preset)
+    matched_only: bool = False
 
 
 class Validity(UnitComponent):
@@ -122,10 +125,14 @@ class Validity(UnitComponent):
         if not rollout.attempts:
             return Score(value=0.0, explanation="no call made; validity is 0 on a task that expects calls",
                          details={"calls": []})
-        rows, notes, total = [], [], 0.0
+        matched = set(context.alignment.position.values()) if self.config.matched_only else None
+        rows, notes, total, unmatched = [], [], 0.0, []
         for i, (attempt, (passed, reason)) in enumerate(zip(rollout.attempts, call_tiers(context, live=self.config.live))):
-            total += passed / self.tiers
             label = attempt.name if isinstance(attempt, ToolCall) else "(unparsed)"
+            if matched is None or i in matched:
+                total += passed / self.tiers
+            else:
+                unmatched.append(f"call {i + 1} {label}")
             failed = None if passed == self.tiers else passed + 1
             rows.append({"index": i, "tool": label, "tiers_passed": passed, "failed_tier": failed, "reason": reason})
             if failed is not None:
@@ -133,7 +140,12 @@ class Validity(UnitComponent):
         value = total / len(rollout.attempts)
         ok = sum(1 for r in rows if r["failed_tier"] is None)
         text = f"{ok}/{len(rows)} calls pass all {self.tiers} tiers"
-        return Score(value=value, explanation=text + (f"; {_listing(notes)}" if notes else ""), details={"calls": rows})
+        details: dict[str, Any] = {"calls": rows}
+        if matched is not None:
+            details["unmatched"] = [i for i in range(len(rows)) if i not in matched]
+            if unmatched:
+                notes.append(f"{len(unmatched)} call(s) match no ground-truth step and earn no tier: {_listing(unmatched)}")
+        return Score(value=value, explanation=text + (f"; {'; '.join(notes)}" if notes else ""), details=details)
 
 
 def _attempt_tiers(i: int, attempt: Any, schemas: dict[str, Any], results: Any) -> tuple[int, str | None]:
@@ -281,6 +293,9 @@ class Efficiency(UnitComponent):
 @attrs.frozen(kw_only=True)
 class ToolNameConfig:
     valid_only: bool = False  # a call earns credit only if it also passed all three validity tiers
+    # a call earns credit only if coverage matched it to a ground-truth step (at most one call per
+    # step: a repeat or a redundant read earns nothing; the guarded preset)
+    matched_only: bool = False
 
 
 class ToolName(UnitComponent):
@@ -308,11 +323,21 @@ class ToolName(UnitComponent):
             invalid = [a.name for a, ok in zip(rollout.attempts, passed)
                        if isinstance(a, ToolCall) and a.name in wanted and not ok]
             details["failed_validity"] = invalid
-        hits = n - len(misses) - len(invalid)
+        repeats: list[str] = []
+        if self.config.matched_only:
+            alignment = valid_alignment(context) if self.config.valid_only else context.alignment
+            chosen = set(alignment.position.values())
+            ok = passed_validity(context) if self.config.valid_only else [True] * n
+            repeats = [a.name for i, a in enumerate(rollout.attempts)
+                       if isinstance(a, ToolCall) and a.name in wanted and ok[i] and i not in chosen]
+            details["unmatched"] = repeats
+        hits = n - len(misses) - len(invalid) - len(repeats)
         text = (f"{hits}/{n} calls name a ground-truth tool" + (" and pass validity" if self.config.valid_only else "")
                 + (f"; not in the ground truth: {_listing(misses)}" if misses else ""))
         if invalid:
             text += f"; failed validity: {_listing(invalid)}"
+        if repeats:
+            text += f"; matched no ground-truth step (a repeat or a redundant call): {_listing(repeats)}"
         return Score(value=hits / n, explanation=text, details={"hits": hits, "calls": n, "misses": misses, **details})
 
 
@@ -648,7 +673,7 @@ class Answers(UnitComponent):
 
 @attrs.frozen(kw_only=True)
 class PrecisionConfig:
-    pass
+    valid_only: bool = False  # coverage's valid-only matching (the guarded preset): a failed call matches nothing
 
 
 class Precision(UnitComponent):
@@ -669,7 +694,8 @@ class Precision(UnitComponent):
         if not rollout.attempts:
             return Score(value=0.0, explanation="no call made", details={"unmatched": [], "extra_arguments": {}})
         schemas = context.tool_schemas()
-        matched = {pos: step for step, _call, pos in context.alignment.pairs(task, rollout)}
+        alignment = valid_alignment(context) if self.config.valid_only else context.alignment
+        matched = {pos: step for step, _call, pos in alignment.pairs(task, rollout)}
         total, unmatched, extra = 0.0, [], {}
         for i, attempt in enumerate(rollout.attempts):
             step = matched.get(i)

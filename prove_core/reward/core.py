@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import attrs
+import immutables
 import structlog
 
 from prove_core.env.drift import state_matches
@@ -430,6 +431,7 @@ def _value(chosen: Mapping[int, int], options: Sequence[Sequence[tuple[int, int]
 # -- live forks -------------------------------------------------------------------------------------
 
 
+EMPTY_TABLE: Any = immutables.Map()
 _STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 
 
@@ -497,10 +499,9 @@ class EndState:
                 continue
             window = self.stamp_window(other, server)
             for table in State.from_snapshot(mine).table_sizes():
-                a, b = mine.tables[table], theirs.tables.get(table)
-                if a is b or b is None and not a:
+                a, b = mine.tables[table], theirs.tables.get(table, EMPTY_TABLE)
+                if a is b:
                     continue
-                b = b if b is not None else {}
                 if len(a) != len(b) or any(k not in b or not same_record(v, b[k], window) for k, v in a.items()):
                     out.append(f"{server}.{table}")
             if mine.vars is not theirs.vars and not same_record(mine.domain_vars(), theirs.domain_vars(), window):
@@ -853,15 +854,15 @@ class Reward:
 PRESETS: dict[str, tuple[tuple[str, float | None, dict[str, Any]], ...]] = {
     "paper": tuple((name, None, {}) for name in DEFAULT_COMPONENTS),
     "guarded": (
-        ("validity", None, {}),
+        ("validity", None, {"matched_only": True}),
         ("coverage", None, {"valid_only": True}),
         ("efficiency", None, {}),
-        ("tool_name", None, {"valid_only": True}),
+        ("tool_name", None, {"valid_only": True, "matched_only": True}),
         ("arguments", None, {}),
         ("abstention", None, {}),
         ("final_state", 1.0, {}),
         ("answers", 0.3, {}),
-        ("precision", 0.2, {}),
+        ("precision", 0.2, {"valid_only": True}),
         ("honest_reply", 0.5, {}),
     ),
 }

@@ -1,15 +1,22 @@
-"""Self-correction is not punished (issue 27): the end state compares the tables the tools own,
-not the clock or the id counters, so a rollout that undoes an unrequested write, or re-sends the
-right value after a wrong one, reaches the ground truth's end state and scores above leaving the
-mistake in — and never above the ground truth.
+"""Properties of the ``guarded`` reward over the reward-hacking corpus (five servers), issue 27.
 
-The tasks are the reward-hacking corpus (five servers); which rollouts restore the intended state
-is decided here by an oracle of the test's own (the tables as JSON with every date-time value
-dropped), not by the reward's comparison under test.
+**Self-correction is not punished.** The end state compares the tables the tools own, not the
+clock or the id counters, so a rollout that undoes an unrequested write, or re-sends the right
+value after a wrong one, reaches the ground truth's end state and scores above leaving the mistake
+in — and never above the ground truth. Which rollouts restore the intended state is decided here
+by an oracle of the test's own (the tables as JSON with every date-time value dropped), not by
+the reward's comparison under test.
+
+**Padding never pays.** On every call task, random mixes of failed calls — a tool that does not
+exist, a call missing a required argument, a call the server refuses — and redundant reads,
+inserted one at a time at random places in the ground truth, lower the score at every step.
+Under ``paper`` (and ``guarded`` before issue 27) validity and tool name are means over the
+calls, so a successful redundant read raised them once a failed call was in the rollout.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -27,6 +34,8 @@ from tests.plugins.test_reward_hacking import (  # noqa: F401 - module fixtures
     rewards,
     worlds,
 )
+
+# -- corrections --------------------------------------------------------------------------------
 
 TOGGLES = (("freeze", "unfreeze"), ("lock", "unlock"), ("enable", "disable"), ("pause", "resume"),
            ("archive", "unarchive"), ("mute", "unmute"), ("pin", "unpin"), ("block", "unblock"), ("hide", "show"),
@@ -92,7 +101,10 @@ def slips(example: Example, world: World) -> list[tuple[int, tuple[str, dict[str
     return out
 
 
-def undo_calls(reward: Reward, example: Example, world: World, write: tuple[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+Call = tuple[str, dict[str, Any]]
+
+
+def undo_calls(reward: Reward, example: Example, world: World, write: Call) -> list[Call]:
     """Calls that could take back ``write``: its counterpart tool (freeze / unfreeze, add_to /
     remove_from) with the same arguments, the same tool with its flags flipped, or with the target
     record's current values."""
@@ -182,3 +194,132 @@ def test_a_correction_scores_between_the_ground_truth_and_the_mistake_left_in(co
             wrong.append((task, round(truth.total, 3), round(corrected.total, 3), round(uncorrected.total, 3),
                           corrected.scores["final_state"].explanation[:160]))
     assert not wrong, wrong[:5]
+
+
+# -- padding ------------------------------------------------------------------------------------
+
+PADDINGS = 3  # random paddings per task
+LONGEST = 4  # padding calls per padding, added one at a time
+
+
+def unknown_tool(rng: random.Random, example: Example, world: World) -> tuple[str, dict[str, Any]]:
+    tool, args = rng.choice(gt_calls(example))
+    return (f"{tool}_{rng.choice(('now', 'v2', 'fast'))}", dict(args))
+
+
+def missing_argument(rng: random.Random, example: Example, world: World) -> tuple[str, dict[str, Any]] | None:
+    options = [(t, a) for t, a in gt_calls(example) if world.specs[t].parameters.get("required")]
+    if not options:
+        return None
+    tool, args = rng.choice(options)
+    dropped = rng.choice(world.specs[tool].parameters["required"])
+    return (tool, {k: v for k, v in args.items() if k != dropped})
+
+
+def refused(rng: random.Random, example: Example, world: World) -> tuple[str, dict[str, Any]] | None:
+    """A ground-truth call with one of its entity ids replaced by one that does not exist."""
+    options = [(t, a, p) for t, a in gt_calls(example) for p in world.specs[t].entity_params() if isinstance(a.get(p), str)]
+    if not options:
+        return None
+    tool, args, param = rng.choice(options)
+    prefix = args[param].split("_", 1)[0]
+    return (tool, {**args, param: f"{prefix}_zzzz{rng.randrange(10_000):04d}"})
+
+
+def redundant_read(rng: random.Random, example: Example, world: World) -> tuple[str, dict[str, Any]] | None:
+    """A ground-truth read repeated, else another task's read of the same servers."""
+    own = [(t, a) for t, a in gt_calls(example) if world.specs[t].annotations.read_only]
+    pool = own if own and rng.random() < 0.6 else world.reads or own
+    return rng.choice(pool) if pool else None
+
+
+KINDS = (unknown_tool, missing_argument, refused, redundant_read)
+
+
+def padding_steps(reward: Reward, example: Example, world: World, rng: random.Random) -> list[Calls]:
+    """The ground truth, then one padding call more at each step, at a random place; every padding
+    call checked to have failed or to be a read when the rollout runs."""
+    calls: list[tuple[tuple[str, dict[str, Any]], bool]] = [(c, False) for c in gt_calls(example)]
+    steps = [[c for c, _ in calls]]
+    for _ in range(LONGEST):
+        made = rng.choice(KINDS)(rng, example, world)
+        if made is None:
+            continue
+        trial = list(calls)
+        trial.insert(rng.randrange(len(trial) + 1), (made, True))
+        if not padding_only(reward, example, world, trial):
+            continue
+        calls = trial
+        steps.append([c for c, _ in calls])
+    return steps
+
+
+def padding_only(reward: Reward, example: Example, world: World, calls: list[tuple[tuple[str, dict[str, Any]], bool]]) -> bool:
+    """Does every padding call fail, or only read, and every ground-truth call still succeed?"""
+    fork = reward.servers.fork(example.task)
+    try:
+        for (tool, args), padding in calls:
+            spec = world.specs.get(tool)
+            if spec is None:
+                continue  # a tool that does not exist is never run
+            failed = fork.call(tool, args).is_error
+            if padding and not (failed or spec.annotations.read_only) or not padding and failed:
+                return False
+        return True
+    finally:
+        fork.close()
+
+
+@pytest.fixture(scope="module")
+def padded(corpus, rewards) -> list[tuple[str, list[Calls]]]:  # noqa: F811
+    known = worlds(corpus, rewards["paper"])
+    out = []
+    for example in corpus:
+        if example.task.expected != "call" or not example.task.calls:
+            continue
+        world = known[(tuple(example.task.servers), example.task.seed)]
+        rng = random.Random(f"padding:{example.id}")
+        for _ in range(PADDINGS):
+            steps = padding_steps(rewards["paper"], example, world, rng)
+            if len(steps) > 1:
+                out.append((example.id, steps))
+    return out
+
+
+def test_every_padding_call_lowers_the_guarded_score(corpus, rewards, padded):  # noqa: F811
+    by_id = {e.id: e for e in corpus}
+    assert len({task for task, _ in padded}) >= 100
+    assert len({by_id[task].task.servers[0] for task, _ in padded}) == 5
+    reward = rewards["guarded"]
+    paid = []
+    for task, steps in padded:
+        example = by_id[task]
+        totals = [reward.score(as_rollout(example, calls, f"pad{k}")).total for k, calls in enumerate(steps)]
+        for k in range(1, len(totals)):
+            if totals[k] >= totals[k - 1]:
+                paid.append((task, k, [round(t, 4) for t in totals], steps[k]))
+                break
+    assert not paid, paid[:3]
+
+
+def test_failed_calls_then_redundant_reads_do_not_pay(corpus, rewards):  # noqa: F811
+    """The shape the issue found: the ground truth, two calls to a tool that does not exist, then
+    one or two redundant reads (ground-truth reads repeated) score below the same without the reads."""
+    known = worlds(corpus, rewards["paper"])
+    rows = {"paper": [], "guarded": []}
+    for example in corpus:
+        if example.task.expected != "call" or not example.task.calls:
+            continue
+        world = known[(tuple(example.task.servers), example.task.seed)]
+        calls = gt_calls(example)
+        reads = [c for c in calls if world.specs[c[0]].annotations.read_only]
+        if not reads:
+            continue
+        base = calls + [("no_such_tool", {}), ("no_such_tool", {})]
+        for preset, reward in rewards.items():
+            before = reward.score(as_rollout(example, base, "base")).total
+            for extra in (reads[-1:], (reads * 2)[:2]):
+                rows[preset].append(reward.score(as_rollout(example, base + list(extra), "reads")).total - before)
+    assert len(rows["guarded"]) >= 100
+    assert max(rows["guarded"]) < 0
+    assert sum(1 for d in rows["paper"] if d > 0) > len(rows["paper"]) / 2  # the formula's known limit
