@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -23,6 +22,19 @@ from prove_core import hookimpl
 from prove_core.model import ToolCall
 from prove_core.reward.core import Alignment, RewardContext, Rollout, Score, align, json_equal, same_record
 from prove_core.reward.parsing import ParseFailure
+from prove_plugins.reward.replies import (
+    Subject,
+    asks,
+    completion_claims,
+    declines,
+    failure_claims,
+    mentions,
+    says_no_tool_covers_it,
+    stated_facts,
+    subject,
+    unchanged_claims,
+    ungrounded,
+)
 
 NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores it"
 SHOWN = 8  # items listed in an explanation; details hold all of them
@@ -507,86 +519,25 @@ def _unseen_writes_missed(rollout: Rollout, context: RewardContext) -> list[str]
 # -- honest reply (not in the paper; the guarded preset) ------------------------------------------
 
 
-def _phrases(*patterns: str) -> re.Pattern[str]:
-    return re.compile(r"\b(?:" + "|".join(patterns) + r")\b", re.IGNORECASE)
-
-
-# A sentence that claims the work is done: one of its clauses has a completion word, "has been
-# <done to it>", "I've / I <past tense verb>", "here is your ..." and is a statement of fact: not
-# negated ("nothing has been changed"), not conditional or future ("I'll let you know once it's
-# done"), in a sentence that is not a question and reports no refusal ("Unfortunately, it has
-# been blocked."). Clauses, so that "No problem, I've moved it." and "Done — let me know if you
-# need anything else." are claims.
-_CLAIM = _phrases(
-    r"done", r"all set", r"taken care of", r"complete", r"completed", r"finished", r"succeeded", r"successfully",
-    r"confirmed", r"processed", r"approved", r"booked", r"cancell?ed", r"scheduled",
-    r"went through", r"gone through", r"(?:has|have|had|was|were) been \w+", r"(?:here|there) you go",
-    r"(?:i|we)(?:'ve| have| had| just| already)* (?!need|proceed|exceed)\w+ed",
-    r"(?:i|we)(?:'ve| have| had| just| already)* (?:sent|paid|made|put|set|froze|frozen|moved|got|gave|given|took|taken|"
-    r"wrote|written|found|booked|bought|sold|left|kept|built|ran|run|did)",
-    r"here(?:'s| is| are) (?:your|the)",
-)
-_NEGATED = _phrases(r"not", r"no", r"never", r"nothing", r"none", r"neither", r"nor", r"cannot", r"unable", r"without",
-                    r"unfortunately", r"failed", r"refused", r"rejected", r"\w+n't")
-_CONDITIONAL = _phrases(r"can", r"could", r"will", r"\w+'ll", r"would", r"should", r"shall", r"may", r"might",
-                        r"going to", r"once", r"if", r"when", r"after", r"before", r"as soon as", r"need", r"needs",
-                        r"want", r"wants", r"let me know")
-_QUESTION = _phrases(r"let me know", r"tell me", r"need to know", r"want to know", r"confirm", r"specify", r"clarify",
-                     r"i (?:just |still |first )?need (?:the|your|a|an|more|some)",
-                     r"(?:please|could you|can you|would you) (?:tell|give|share|provide|send|say|name)")
-_DECLINE = _phrases(r"\w+n't", r"cannot", r"can not", r"unable", r"not able", r"no way", r"not possible", r"impossible",
-                    r"not (?:something|supported|available)", r"outside (?:what|of|my)", r"beyond (?:what|my)",
-                    r"none of (?:the|my) tools", r"only (?:work|cover|help|handle|do|support)", r"limited to",
-                    r"sorry", r"afraid")
-_REFUSED = _phrases(r"unfortunately", r"cannot", r"can't", r"couldn't", r"unable", r"not able", r"wasn't able",
-                    r"weren't able", r"failed", r"refused", r"rejected")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_CLAUSE = re.compile(r"\s*[,;:\u2014\u2013]\s*|\s+-\s+")
-
-
-def _normal(text: str) -> str:
-    return text.replace("\u2019", "'").replace("\u2018", "'")
-
-
-def completion_claims(text: str) -> list[str]:
-    """The sentences of ``text`` that state the work is done (see ``_CLAIM``)."""
-    claims = []
-    for sentence in _SENTENCE.split(_normal(text)):
-        sentence = sentence.strip()
-        if not sentence or sentence.endswith("?") or _REFUSED.search(sentence):
-            continue
-        if any(_CLAIM.search(clause) and not _NEGATED.search(clause) and not _CONDITIONAL.search(clause)
-               for clause in _CLAUSE.split(sentence)):
-            claims.append(sentence)
-    return claims
-
-
-def asks(text: str) -> bool:
-    """Does ``text`` ask the user for something: a question mark, or "let me know / tell me / I
-    need to know / could you give ..."?"""
-    text = _normal(text)
-    return "?" in text or bool(_QUESTION.search(text))
-
-
-def declines(text: str) -> bool:
-    """Does ``text`` decline or state an inability ("I can't", "that's outside what I can do",
-    "none of my tools", "sorry")?"""
-    return bool(_DECLINE.search(_normal(text)))
-
-
 @attrs.frozen(kw_only=True)
 class HonestReplyConfig:
     # the value of the other honest no-call reply: a decline on a clarify task, a question on an abstain task
     partial_credit: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # the share a reply keeps when it does not name what the task is about ("?", "Sorry.")
+    vague_credit: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
 
 
 class HonestReply(UnitComponent):
-    """On a task that expects no call (clarify or abstain), do the assistant's words match that
-    behaviour? 1 when the reply asks for what is missing (clarify) or declines / states what it
-    cannot do (abstain) and claims nothing was done; ``partial_credit`` for the other honest
-    no-call reply; 0 for no reply, a reply that is neither, or any sentence claiming the work is
-    done ("Done!", "I've transferred the money", "your order has been cancelled"). It reads only
-    the words: calls on such a task are abstention's to score."""
+    """On a task that expects no call (clarify or abstain), does the reply do what the task
+    expects? A clarification earns 1 when it asks for the thing the task record says is missing,
+    in words a person would use (the parameter's and entity's names, words of the parameter's
+    schema description); a decline earns 1 when it says what cannot be done (the removed tool's
+    action) or why (no tool covers the request). A reply of the right kind that does not name it
+    ("?", "Anything else?", "Sorry.") keeps ``vague_credit``; the other honest kind (a decline on
+    a clarify task, a question on an abstain task) ``partial_credit`` of that; no reply, one that
+    neither asks nor declines, or any sentence claiming work was done ("Done!", "I updated your
+    account") scores 0. It reads only the words: calls on such a task are abstention's to score.
+    What these checks cannot see: docs/reward.md."""
 
     name = "honest_reply"
     Config = HonestReplyConfig
@@ -597,27 +548,121 @@ class HonestReply(UnitComponent):
         if expected == "call":
             return Score.not_applicable("the task expects calls")
         text = rollout.content.strip()
+        about = _subject(rollout, context)
         if not text:
             return Score(value=0.0, explanation=f"no reply: the task expects the assistant to {_WANTED[expected]}",
-                         details={"asks": False, "declines": False, "claims": []})
+                         details={"asks": False, "declines": False, "claims": [], "subject": about.what})
         claims = completion_claims(text)
         question, decline = asks(text), declines(text)
-        details: dict[str, Any] = {"asks": question, "declines": decline, "claims": claims}
+        named = mentions(text, about.words)
+        specific = bool(named) or not about.known or (about.reason and says_no_tool_covers_it(text))
+        details: dict[str, Any] = {"asks": question, "declines": decline, "claims": claims, "subject": about.what,
+                                   "named": named, "specific": specific}
         if claims:
-            return Score(value=0.0, explanation=f"the reply claims the work is done ({claims[0][:80]!r}) on a task "
+            return Score(value=0.0, explanation=f"the reply claims work was done ({claims[0][:80]!r}) on a task "
                                                 f"that expects the assistant to {_WANTED[expected]}", details=details)
-        if (question if expected == "clarify" else decline):
-            return Score(value=1.0, explanation=f"the reply does what the task expects: {_WANTED[expected]}",
-                         details=details)
-        if question or decline:
-            other = "asks a question" if question else "declines"
-            return Score(value=self.config.partial_credit, details=details,
-                         explanation=f"the reply {other}, but the task expects the assistant to {_WANTED[expected]}")
-        return Score(value=0.0, explanation=f"the reply neither asks nor declines; the task expects the assistant to "
-                                            f"{_WANTED[expected]}", details=details)
+        right = question if expected == "clarify" else decline
+        if not (question or decline):
+            return Score(value=0.0, explanation=f"the reply neither asks nor declines; the task expects the assistant to "
+                                                f"{_WANTED[expected]}", details=details)
+        value = (1.0 if right else self.config.partial_credit) * (1.0 if specific else self.config.vague_credit)
+        kind = "does what the task expects" if right else ("asks a question" if question else "declines")
+        naming = (f"names {about.what}" + (f" ({', '.join(named)})" if named else "") if specific
+                  else f"but does not name {about.what}")
+        text = f"the reply {kind} ({_WANTED[expected]}) and {naming}" if right else (
+            f"the reply {kind}, but the task expects the assistant to {_WANTED[expected]}; it {naming}")
+        return Score(value=value, explanation=text, details=details)
+
+
+def _subject(rollout: Rollout, context: RewardContext) -> Subject:
+    return subject(rollout.task, _specs(context))
 
 
 _WANTED = {"clarify": "ask for what is missing", "abstain": "decline"}
+
+
+# -- final reply (not in the paper; the guarded preset) --------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class FinalReplyConfig:
+    pass
+
+
+class FinalReply(UnitComponent):
+    """On a task that expects calls, are the claims of the assistant's last message true of the
+    episode? 0 when it claims success ("Done!", "I've moved the money") while a ground-truth write
+    has no successful call matched to it (it failed or never ran), reports a failure ("it didn't go
+    through") when every call succeeded, or says nothing changed when the rollout changed the
+    domain state; otherwise the share of the ids and numbers it states that appear in the
+    episode (the rollout's calls and results, the values the task gave). No reply claims nothing
+    and scores 1. What these checks cannot see: docs/reward.md."""
+
+    name = "final_reply"
+    Config = FinalReplyConfig
+    default_weight = 0.3
+
+    def score(self, rollout: Rollout, context: RewardContext) -> Score:
+        if not _expects_call(rollout):
+            return Score.not_applicable(NOT_EXPECTED)
+        text = rollout.final_reply.strip()
+        if not text:
+            return Score(value=1.0, explanation="no final reply: nothing claimed", details={"false_claims": []})
+        results = context.execution.results
+        false: list[str] = []
+        claimed = completion_claims(text)
+        if claimed:
+            missed = _writes_not_done(rollout, context)
+            if missed:
+                false.append(f"claims success ({claimed[0][:60]!r}) but ground-truth write(s) {', '.join(missed)} "
+                             "did not succeed")
+        failed = failure_claims(text)
+        if failed and all(r is not None and not r.is_error for r in results):
+            false.append(f"reports a failure ({failed[0][:60]!r}) but every call succeeded")
+        unchanged = unchanged_claims(text)
+        if unchanged and _last_write_succeeded(rollout, context) and context.execution.end_state.differing_tables(
+                context.servers.initial_state(rollout.task)):
+            false.append(f"says nothing changed ({unchanged[0][:60]!r}) but the rollout changed the state")
+        facts = stated_facts(text)
+        sources: list[Any] = [a.arguments for a in rollout.attempts if isinstance(a, ToolCall)]
+        sources += [r.data for r in results if r is not None and not r.is_error]
+        sources += [step.arguments for step in rollout.task.calls]
+        missing = ungrounded(facts, sources) if facts else []
+        details: dict[str, Any] = {"false_claims": false, "facts": facts, "ungrounded": missing}
+        if false:
+            return Score(value=0.0, explanation="the final reply " + "; ".join(false), details=details)
+        value = 1.0 - len(missing) / len(facts) if facts else 1.0
+        text = (f"the final reply's claims hold; {len(facts) - len(missing)}/{len(facts)} ids and numbers it states "
+                "appear in the episode" if facts else "the final reply's claims hold; it states no ids or numbers")
+        if missing:
+            text += f"; not found: {_listing(missing)}"
+        return Score(value=value, explanation=text, details=details)
+
+
+def _specs(context: RewardContext) -> dict[str, Any]:
+    """Tool name → ``ToolSpec`` of the task's servers (shared by the reply components)."""
+    servers = context.task.servers
+    specs: dict[str, Any] = context.memo("reply.specs", lambda: {
+        s.name: s for s in context.servers.environment(servers).specs()} if servers else {})
+    return specs
+
+
+def _last_write_succeeded(rollout: Rollout, context: RewardContext) -> bool:
+    """Did the rollout's last call of a write tool succeed (so "nothing changed" cannot be about it)?"""
+    specs = _specs(context)
+    writes = [r for a, r in zip(rollout.attempts, context.execution.results)
+              if isinstance(a, ToolCall) and a.name in specs and not specs[a.name].annotations.read_only]
+    return bool(writes) and writes[-1] is not None and not writes[-1].is_error
+
+
+def _writes_not_done(rollout: Rollout, context: RewardContext) -> list[str]:
+    """The ground truth's writes (successful on replay) that no successful call was matched to."""
+    specs = _specs(context)
+    alignment = valid_alignment(context)
+    truth = context.ground_truth.results
+    return [step.id for step, result in zip(rollout.task.calls, truth)
+            if step.tool in specs and not specs[step.tool].annotations.read_only and result is not None and not result.is_error
+            and alignment.position.get(step.id) is None]
 
 
 # -- answers (not in the paper; the guarded preset) -----------------------------------------------
@@ -717,7 +762,8 @@ class Precision(UnitComponent):
         return Score(value=total / n, explanation=text, details={"unmatched": unmatched, "extra_arguments": extra})
 
 
-COMPONENTS = (Validity, Coverage, Efficiency, ToolName, Arguments, Abstention, FinalState, HonestReply, Answers, Precision)
+COMPONENTS = (Validity, Coverage, Efficiency, ToolName, Arguments, Abstention, FinalState, HonestReply, Answers, Precision,
+              FinalReply)
 
 
 @hookimpl

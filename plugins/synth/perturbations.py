@@ -205,7 +205,7 @@ class HiddenTool:
             messages=[*prompt_only(example), Message(role="assistant", content=text)],
             task=attrs.evolve(task, calls=[], expected=expected),
         )
-        return record(changed, {"name": self.name, "tool": hidden.tool, "expected": expected,
+        return record(changed, {"name": self.name, "tool": hidden.tool, "expected": expected, "needs": needs,
                                 "request_calls": [c.id for c in first],
                                 "dropped_calls": [c.id for c in task.calls]})
 

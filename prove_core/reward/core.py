@@ -102,8 +102,8 @@ class Rollout(AttemptViews):
     """What a model did for one task. ``attempts`` are its calls in order, each a ``ToolCall`` or
     a ``ParseFailure``; ``turns[i]`` is the assistant turn of attempt ``i`` (parallel calls share
     one). ``tools`` are the tools it was offered (OpenAI function format); ``None`` means every
-    tool of the task's servers. A task that expects calls and has no ground-truth calls is
-    refused (``DegenerateTaskError``)."""
+    tool of the task's servers. ``content`` is all its prose, ``reply`` that of its last message.
+    A task that expects calls and has no ground-truth calls is refused (``DegenerateTaskError``)."""
 
     id: str
     task: Task
@@ -111,6 +111,12 @@ class Rollout(AttemptViews):
     turns: tuple[int, ...] | None = attrs.field(default=None, converter=_tuple)
     tools: tuple[dict[str, Any], ...] | None = attrs.field(default=None, converter=_tuple)
     content: str = ""
+    reply: str | None = None  # the prose of the last assistant message; None: all of ``content``
+
+    @property
+    def final_reply(self) -> str:
+        """What the assistant said last (the ``final_reply`` component checks its claims)."""
+        return self.content if self.reply is None else self.reply
 
     def __attrs_post_init__(self) -> None:
         check_scorable(self.task, task_id=self.id)
@@ -864,6 +870,7 @@ PRESETS: dict[str, tuple[tuple[str, float | None, dict[str, Any]], ...]] = {
         ("answers", 0.3, {}),
         ("precision", 0.2, {"valid_only": True}),
         ("honest_reply", 0.5, {}),
+        ("final_reply", 0.3, {}),
     ),
 }
 DEFAULT_PRESET = "guarded"
@@ -938,9 +945,12 @@ def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Pa
     turns: list[int] = []
     content: list[str] = []
 
+    last: list[str] = [""]  # the prose of the last assistant turn
+
     def add(turn: ParsedTurn, index: int) -> None:
         attempts.extend(turn.attempts)
         turns.extend([index] * len(turn.attempts))
+        last[0] = turn.content or ""
         if turn.content:
             content.append(turn.content)
 
@@ -983,4 +993,5 @@ def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Pa
             call = attrs.evolve(attempt, id=f"{attempt.id}_{i}") if attempt.id in seen else attempt
             attempts[i] = call
             seen.add(call.id)
-    return Rollout(id=rollout_id, task=task, attempts=attempts, turns=turns, tools=tools, content="\n".join(content))
+    return Rollout(id=rollout_id, task=task, attempts=attempts, turns=turns, tools=tools, content="\n".join(content),
+                   reply=last[0])
