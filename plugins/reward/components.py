@@ -208,6 +208,8 @@ class CoverageConfig:
 def valid_alignment(context: RewardContext) -> Alignment:
     """The coverage alignment over the calls that passed validity only (``valid_only``); shared."""
     passed = passed_validity(context)
+    if all(passed):  # every call is eligible: the plain alignment, computed once
+        return context.alignment
     alignment: Alignment = context.memo("alignment.valid_only", lambda: align(
         context.task, context.rollout.attempts, eligible=lambda i: passed[i]))
     return alignment
@@ -642,9 +644,7 @@ class FinalReply(UnitComponent):
 def _specs(context: RewardContext) -> dict[str, Any]:
     """Tool name → ``ToolSpec`` of the task's servers (shared by the reply components)."""
     servers = context.task.servers
-    specs: dict[str, Any] = context.memo("reply.specs", lambda: {
-        s.name: s for s in context.servers.environment(servers).specs()} if servers else {})
-    return specs
+    return context.servers.specs(servers) if servers else {}
 
 
 def _last_write_succeeded(rollout: Rollout, context: RewardContext) -> bool:
@@ -689,7 +689,7 @@ class Answers(UnitComponent):
         task = rollout.task
         if not _expects_call(rollout):
             return Score.not_applicable(NOT_EXPECTED)
-        specs = {s.name: s for s in context.servers.environment(task.servers).specs()}
+        specs = _specs(context)
         truth = context.ground_truth.results
         reads = [(step, truth[i]) for i, step in enumerate(task.calls)
                  if step.tool in specs and specs[step.tool].annotations.read_only and not truth[i].is_error]
@@ -701,7 +701,8 @@ class Answers(UnitComponent):
                 got.setdefault(attempt.name, []).append((i, result.data))
         rows, missed = [], []
         for step, expected in reads:
-            call = next((i for i, data in got.get(step.tool, ()) if json_equal(data, expected.data)), None)
+            # both results come from the same tool code, so Python equality is JSON equality here (and fast)
+            call = next((i for i, data in got.get(step.tool, ()) if data == expected.data), None)
             rows.append({"step": step.id, "tool": step.tool, "call": call})
             if call is None:
                 tried = len(got.get(step.tool, ()))

@@ -245,6 +245,7 @@ class Alignment:
 _Value = tuple[int, int, int, int]  # (covered, matched, agreement units, tie-break)
 _Chain = tuple[int, int, Any] | None  # (step, call, the rest): an assignment as a linked list
 ALIGN_STATES = 1024  # partial assignments kept per call; more only in pathological rollouts (see align)
+ALIGN_WORK = 40_000  # fewer kept when the calls have many options each, so one alignment stays within tens of ms
 PRUNE_FROM = 32  # bound and prune the partial assignments once there are more than this many
 
 
@@ -298,10 +299,15 @@ def align(task: Task, attempts: Sequence[Attempt], *, eligible: Callable[[int], 
     greedy = _greedy(steps, options, n)
     greedy_value = _value(greedy, options, deps, weight, n)
     best_known = greedy_value[:3]  # a lower bound: the greedy assignment is feasible
+    if greedy_value[:3] == (n_steps, n_steps, n_steps * unit):  # every step covered with every value: optimal
+        return _alignment(steps, greedy, candidates, exact=True)
     future = _Future(steps, options, deps)
+    if greedy_value[:3] >= future.bound(0, 0, (0, 0, 0, 0)):  # the greedy assignment reaches the bound: optimal
+        return _alignment(steps, greedy, candidates, exact=True)
 
     states: dict[int, tuple[_Value, _Chain]] = {0: ((0, 0, 0, 0), None)}
     exact = True
+    keep_at_most = min(ALIGN_STATES, max(PRUNE_FROM, ALIGN_WORK // max(1, sum(len(o) for o in options))))
     for p in range(n):
         if not options[p]:
             continue
@@ -331,10 +337,10 @@ def align(task: Task, attempts: Sequence[Attempt], *, eligible: Callable[[int], 
             continue
         bounds = {mask: future.bound(p + 1, mask, item[0]) for mask, item in merged.items()}
         kept = [mask for mask, ub in bounds.items() if ub >= best_known]
-        if len(kept) > ALIGN_STATES:
+        if len(kept) > keep_at_most:
             exact = False
             kept.sort(key=lambda mask: (bounds[mask], merged[mask][0]), reverse=True)
-            kept = kept[:ALIGN_STATES]
+            kept = kept[:keep_at_most]
         states = {mask: merged[mask] for mask in kept}
     chosen = greedy  # when it is optimal: the matching coverage made before, call for call
     if states:
@@ -344,6 +350,11 @@ def align(task: Task, attempts: Sequence[Attempt], *, eligible: Callable[[int], 
             while chain is not None:
                 i, p, chain = chain
                 chosen[i] = p
+    return _alignment(steps, chosen, candidates, exact=exact)
+
+
+def _alignment(steps: Sequence[GroundTruthCall], chosen: Mapping[int, int], candidates: dict[str, list[int]], *,
+               exact: bool) -> Alignment:
     position: dict[str, int | None] = {s.id: chosen.get(i) for i, s in enumerate(steps)}
     ordered = {}
     for s in steps:
@@ -380,23 +391,40 @@ class _Future:
                 tool = self.tool[options[p][0][0]]
                 calls[tool] = calls.get(tool, 0) + 1
             self.best[p], self.calls[p], self.ahead[p], self.relevant[p] = best, calls, ahead, relevant
+        # per_tool[p]: per tool, its steps a call at p or later can match (as a mask), how many calls
+        # at p or later can match one of them, and those steps as (bit, dependencies, best units),
+        # highest units first: what ``bound`` needs, computed once
+        self.per_tool: list[list[tuple[int, int, list[tuple[int, int, int]]]]] = []
+        for p in range(n + 1):
+            grouped: dict[str, list[int]] = {}
+            for i in self.best[p]:
+                grouped.setdefault(self.tool[i], []).append(i)
+            self.per_tool.append([
+                (sum(1 << i for i in members), self.calls[p][tool],
+                 sorted(((1 << i, deps[i], self.best[p][i]) for i in members), key=lambda row: -row[2]))
+                for tool, members in grouped.items()])
 
     def bound(self, p: int, mask: int, value: _Value) -> tuple[int, int, int]:
         """What a partial assignment can still reach with the calls from ``p`` on: per tool, as
         many open steps as there are calls left, each covered if its dependencies can still be
         matched, each at its best agreement."""
-        best = self.best[p]
-        by_tool: dict[str, list[tuple[int, int]]] = {}
-        reachable = mask | self.ahead[p]
-        for i, units in best.items():
-            if not mask >> i & 1:
-                by_tool.setdefault(self.tool[i], []).append((int(self.deps[i] & ~reachable == 0), units))
         covered, matched, agreement = value[0], value[1], value[2]
-        for tool, open_ in by_tool.items():
-            k = min(len(open_), self.calls[p][tool])
-            covered += min(k, sum(c for c, _ in open_))
+        reachable = mask | self.ahead[p]
+        for steps, calls, rows in self.per_tool[p]:
+            k = min((steps & ~mask).bit_count(), calls)
+            if not k:
+                continue
+            coverable = taken = 0
+            for bit, needs, units in rows:
+                if mask & bit:
+                    continue
+                if not needs & ~reachable:
+                    coverable += 1
+                if taken < k:
+                    agreement += units
+                    taken += 1
+            covered += min(k, coverable)
             matched += k
-            agreement += sum(sorted((u for _, u in open_), reverse=True)[:k])
         return (covered, matched, agreement)
 
 
@@ -482,7 +510,7 @@ class EndState:
         """``"<server>.<table>"`` → the table's persistent map (record id → record)."""
         out = {}
         for server, snap in sorted(self.snapshots.items()):
-            for table in State.from_snapshot(snap).table_sizes():
+            for table in snap.table_names():
                 out[f"{server}.{table}"] = snap.tables[table]
         return out
 
@@ -504,7 +532,7 @@ class EndState:
                 out.append(f"{server}.*")
                 continue
             window = self.stamp_window(other, server)
-            for table in State.from_snapshot(mine).table_sizes():
+            for table in mine.table_names():
                 a, b = mine.tables[table], theirs.tables.get(table, EMPTY_TABLE)
                 if a is b:
                     continue
@@ -530,7 +558,7 @@ class EndState:
             theirs = other.snapshots[server]
             if snap.counters != theirs.counters or snap.vars != theirs.vars:
                 return False
-            for table in State.from_snapshot(snap).table_sizes():
+            for table in snap.table_names():
                 if not (snap.tables[table] is theirs.tables.get(table) or snap.tables[table] == theirs.tables.get(table)):
                     return False
         return True
@@ -584,6 +612,7 @@ class LiveServers:
         self._runtimes: dict[str, ServerRuntime] = {}
         self._envs: dict[tuple[str, ...], Environment] = {}
         self._schemas: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+        self._specs: dict[tuple[str, ...], dict[str, Any]] = {}
         self._initial: dict[tuple[tuple[str, ...], int], str] = {}
         self._initial_states: dict[tuple[tuple[str, ...], int], EndState] = {}
         self._ground_truths: OrderedDict[tuple[Any, ...], Execution] = OrderedDict()
@@ -602,8 +631,14 @@ class LiveServers:
         if env is None:
             env = Environment(self.runtime(name) for name in key)
             self._envs[key] = env
-            self._schemas[key] = {spec.name: spec.parameters for spec in env.specs()}
+            self._specs[key] = {spec.name: spec for spec in env.specs()}
+            self._schemas[key] = {name: spec.parameters for name, spec in self._specs[key].items()}
         return env
+
+    def specs(self, servers: Sequence[str]) -> dict[str, Any]:
+        """Public tool name → ``ToolSpec`` (annotations included), for the environment of ``servers``."""
+        self.environment(servers)
+        return self._specs[tuple(servers)]
 
     def schemas(self, servers: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Public tool name → JSON Schema of its parameters, for the environment of ``servers``."""
@@ -634,7 +669,7 @@ class LiveServers:
         fork = self.fork(task)
         try:
             start = fork.end_state()
-            read_only = {spec.name for spec in fork.env.specs() if spec.annotations.read_only}
+            read_only = {name for name, spec in self.specs(task.servers).items() if spec.annotations.read_only}
             results, unseen, before = [], [], start
             for step in task.calls:
                 result = fork.call(step.tool, step.arguments)

@@ -52,6 +52,10 @@ class Snapshot:
         """The session's clock, in seconds since the epoch (it ticks once per changing call)."""
         return int(self.vars[_CLOCK])
 
+    def table_names(self) -> tuple[str, ...]:
+        """The record tables of this state (indexes left out), as its ``State`` class declares them."""
+        return tuple(self.state_type._table_specs)
+
     def domain_vars(self) -> dict[str, Any]:
         """The variables the tools own: every one but the clock and the id salt (bookkeeping)."""
         return {k: v for k, v in self.vars.items() if k not in (_CLOCK, _SALT)}
