@@ -2,11 +2,13 @@
 
 Validity, dependency-ordered coverage, adaptive efficiency, tool name and argument values score
 tasks that expect calls; abstention scores tasks that expect none (clarify / abstain): the
-``paper`` preset. The ``guarded`` preset (the default) adds four that are not in the paper — final
-state (end states compared), answers (the reads' results), precision (the share of the calls the
-task asked for) and honest reply (on clarify/abstain tasks, the words ask or decline instead of
-claiming success) — and gives coverage and tool-name credit only to valid calls. Every formula,
-with a worked example: docs/reward.md.
+``paper`` preset. The ``guarded`` preset (the default) adds five that are not in the paper — final
+state (domain end states compared), answers (the reads' results), precision (the share of the
+calls the task asked for), final reply (the last message's claims checked against the episode)
+and honest reply (on clarify/abstain tasks, the reply asks for what is missing or says what
+cannot be done) — gives coverage and tool-name credit only to valid calls, and validity and
+tool-name credit only to calls matched to a step. The reply checks' patterns live in
+``replies.py``. Every formula, with a worked example: docs/reward.md.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import attrs
 
 from prove_core import hookimpl
 from prove_core.model import ToolCall
-from prove_core.reward.core import Alignment, RewardContext, Rollout, Score, align, json_equal, same_record
+from prove_core.reward.core import Alignment, RewardContext, Rollout, Score, align, json_equal
 from prove_core.reward.parsing import ParseFailure
+from prove_core.toolkit.state import same_record
 from prove_plugins.reward.replies import (
     Subject,
     asks,
@@ -478,14 +481,13 @@ class FinalState(UnitComponent):
         differing = ours.differing_tables(truth.end_state)
         unseen = _unseen_writes_missed(rollout, context)
         details["unseen_writes"] = list(truth.unseen_writes)
+        details["unseen_writes_missed"] = unseen
         if not differing and not unseen:
             return Score(value=1.0, explanation="end state matches the ground truth's" + note, details=details)
         if not differing:
-            details["unseen_writes_missed"] = unseen
             return Score(value=0.0, details=details, explanation=(
-                "end state matches the ground truth's, but the ground truth's writes "
-                f"{', '.join(truth.unseen_writes)} change nothing the end state shows, so they are required by call: "
-                f"no successful call with the values of {', '.join(unseen)}" + note))
+                "end state matches the ground truth's, but the ground truth's writes that change nothing the end "
+                f"state shows are required by call: no successful call with the values of {', '.join(unseen)}" + note))
         mine, theirs = ours.tables(), truth.end_state.tables()
         diff = {}
         for t in differing:
@@ -507,7 +509,9 @@ class FinalState(UnitComponent):
 def _unseen_writes_missed(rollout: Rollout, context: RewardContext) -> list[str]:
     """The ground truth's unseen writes (``Execution.unseen_writes``) that no successful call of
     the rollout made with the step's tool and argument values."""
-    unseen = context.ground_truth.unseen_writes
+    ids = {step.id for step in rollout.task.calls}
+    marked = [i for i in rollout.task.meta.get("unseen_writes", ()) if i in ids]  # marked at synthesis
+    unseen = list(dict.fromkeys([*context.ground_truth.unseen_writes, *marked]))
     if not unseen:
         return []
     made = [a for a, r in zip(rollout.attempts, context.execution.results)

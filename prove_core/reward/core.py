@@ -29,17 +29,14 @@ third-party plugin takes part as soon as a config names it. Formulas: docs/rewar
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
-import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import attrs
-import immutables
 import structlog
 
 from prove_core.env.drift import state_matches
@@ -57,7 +54,7 @@ from prove_core.reward.parsing import (
     message_text,
     safe_parse,
 )
-from prove_core.toolkit.state import Snapshot, State
+from prove_core.toolkit.state import Snapshot, State, domain_differences, unseen_writes
 
 log = structlog.get_logger()
 
@@ -465,37 +462,6 @@ def _value(chosen: Mapping[int, int], options: Sequence[Sequence[tuple[int, int]
 # -- live forks -------------------------------------------------------------------------------------
 
 
-EMPTY_TABLE: Any = immutables.Map()
-_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
-
-
-def _stamp(value: Any) -> float | None:
-    """``value`` as seconds since the epoch when it is an ISO date-time string, else ``None``."""
-    if not isinstance(value, str) or not _STAMP.fullmatch(value):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
-
-
-def same_record(a: Any, b: Any, window: tuple[float, float]) -> bool:
-    """Equal records, except that two values stamped by the clock during the episode (ISO
-    date-times inside ``window``, the span from the fork's start to the later end clock) are
-    equal: *when* a write happened is not what the task asked for, and a correction or an undo
-    moves the clock."""
-    if a is b or a == b:
-        return True
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_record(a[k], b[k], window) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(same_record(x, y, window) for x, y in zip(a, b))
-    low, high = window
-    sa, sb = _stamp(a), _stamp(b)
-    return sa is not None and sb is not None and low <= sa <= high and low <= sb <= high
-
-
 @attrs.frozen(eq=False)
 class EndState:
     """The state a fork was left in: one immutable ``Snapshot`` per server, and the clock each
@@ -523,23 +489,15 @@ class EndState:
 
     def differing_tables(self, other: EndState) -> list[str]:
         """The tables whose records differ (``"<server>.<table>"``), in domain terms: clock stamps
-        written during the episode compare equal (``same_record``); a variable the tools own that
-        differs is listed as ``"<server>.vars"``."""
+        written during the episode compare equal (``toolkit.state.same_record``); a variable the
+        tools own that differs is listed as ``"<server>.vars"``."""
         out = []
         for server in sorted(set(self.snapshots) | set(other.snapshots)):
             mine, theirs = self.snapshots.get(server), other.snapshots.get(server)
             if mine is None or theirs is None:
                 out.append(f"{server}.*")
                 continue
-            window = self.stamp_window(other, server)
-            for table in mine.table_names():
-                a, b = mine.tables[table], theirs.tables.get(table, EMPTY_TABLE)
-                if a is b:
-                    continue
-                if len(a) != len(b) or any(k not in b or not same_record(v, b[k], window) for k, v in a.items()):
-                    out.append(f"{server}.{table}")
-            if mine.vars is not theirs.vars and not same_record(mine.domain_vars(), theirs.domain_vars(), window):
-                out.append(f"{server}.vars")
+            out += [f"{server}.{name}" for name in domain_differences(mine, theirs, self.stamp_window(other, server))]
         return out
 
     def same_as(self, other: EndState) -> bool:
@@ -668,23 +626,14 @@ class LiveServers:
             return cached
         fork = self.fork(task)
         try:
-            start = fork.end_state()
             read_only = {name for name, spec in self.specs(task.servers).items() if spec.annotations.read_only}
-            results, unseen, before = [], [], start
+            results, states = [], [fork.end_state().snapshots]
             for step in task.calls:
-                result = fork.call(step.tool, step.arguments)
-                results.append(result)
-                if step.tool in read_only or result.is_error:
-                    continue
-                after = fork.end_state()
-                if after.same_as(before):
-                    unseen.append(step.id)
-                before = after
-            end = fork.end_state()
-            writes = [s.id for s, r in zip(task.calls, results) if s.tool not in read_only and not r.is_error]
-            if writes and end.same_as(start):  # writes that undo each other (add, then remove)
-                unseen = writes
-            cached = Execution(tuple(results), end, unseen_writes=tuple(unseen))
+                results.append(fork.call(step.tool, step.arguments))
+                states.append(fork.end_state().snapshots)
+            writes = [step.tool not in read_only and not r.is_error for step, r in zip(task.calls, results)]
+            unseen = unseen_writes([s.id for s in task.calls], writes, states, fork.starts)
+            cached = Execution(tuple(results), fork.end_state(), unseen_writes=tuple(unseen))
         finally:
             fork.close()
         self._ground_truths[key] = cached

@@ -323,3 +323,25 @@ def test_failed_calls_then_redundant_reads_do_not_pay(corpus, rewards):  # noqa:
     assert len(rows["guarded"]) >= 100
     assert max(rows["guarded"]) < 0
     assert sum(1 for d in rows["paper"] if d > 0) > len(rows["paper"]) / 2  # the formula's known limit
+
+
+# -- writes the end state cannot show ---------------------------------------------------------------
+
+
+def test_writes_the_end_state_cannot_show_are_marked_at_synthesis_and_required_by_call(corpus, rewards):  # noqa: F811
+    """A ground-truth write whose replay changes no domain state, or writes that cancel out (add to
+    the cart, then remove), are marked in ``task.meta["unseen_writes"]``; a rollout that skips them
+    reaches the same end state but not the full final_state."""
+    reward = rewards["guarded"]
+    marked = [e for e in corpus if e.task.meta.get("unseen_writes")]
+    assert marked, "the corpus has tasks whose writes the end state cannot show"
+    for example in marked:
+        unseen = set(example.task.meta["unseen_writes"])
+        truth = reward.score(as_rollout(example, gt_calls(example), "gt"))
+        assert truth.scores["final_state"].value == 1.0 and truth.total == pytest.approx(truth.best)
+        skipped = [(c.tool, dict(c.arguments)) for c in example.task.calls if c.id not in unseen]
+        result = reward.score(as_rollout(example, skipped, "skipped"))
+        assert result.scores["final_state"].value == 0.0, (example.id, result.scores["final_state"].explanation)
+        assert "required by call" in result.scores["final_state"].explanation
+    unmarked = [e for e in corpus if e.task.expected == "call" and e.task.calls and not e.task.meta.get("unseen_writes")]
+    assert all(not reward.servers.ground_truth(e.task).unseen_writes for e in unmarked[:60])
