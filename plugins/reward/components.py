@@ -37,6 +37,7 @@ from prove_plugins.reward.replies import (
     subject,
     unchanged_claims,
     ungrounded,
+    without_quotes,
 )
 
 NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores it"
@@ -615,23 +616,25 @@ class FinalReply(UnitComponent):
         if not text:
             return Score(value=1.0, explanation="no final reply: nothing claimed", details={"false_claims": []})
         results = context.execution.results
+        data = [r.data for r in results if r is not None and not r.is_error]
+        said = without_quotes(text, data)  # what it quotes from the results is data, not a claim
         false: list[str] = []
-        claimed = completion_claims(text)
+        claimed = completion_claims(said)
         if claimed:
             missed = _writes_not_done(rollout, context)
             if missed:
                 false.append(f"claims success ({claimed[0][:60]!r}) but ground-truth write(s) {', '.join(missed)} "
                              "did not succeed")
-        failed = failure_claims(text)
+        failed = failure_claims(said)
         if failed and all(r is not None and not r.is_error for r in results):
             false.append(f"reports a failure ({failed[0][:60]!r}) but every call succeeded")
-        unchanged = unchanged_claims(text)
+        unchanged = unchanged_claims(said)
         if unchanged and _last_write_succeeded(rollout, context) and context.execution.end_state.differing_tables(
                 context.servers.initial_state(rollout.task)):
             false.append(f"says nothing changed ({unchanged[0][:60]!r}) but the rollout changed the state")
         facts = stated_facts(text)
         sources: list[Any] = [a.arguments for a in rollout.attempts if isinstance(a, ToolCall)]
-        sources += [r.data for r in results if r is not None and not r.is_error]
+        sources += data
         sources += [step.arguments for step in rollout.task.calls]
         missing = ungrounded(facts, sources) if facts else []
         details: dict[str, Any] = {"false_claims": false, "facts": facts, "ungrounded": missing}

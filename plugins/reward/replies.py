@@ -226,8 +226,8 @@ def _numbers_in(value: Any, out: set[float], strings: set[str]) -> None:
         out.add(round(abs(float(value)) / 100, 6))  # amounts kept in cents are said in units
     elif isinstance(value, str):
         strings.add(value.lower())
-        for m in re.finditer(r"\d+(?:\.\d+)?", value):
-            out.add(round(float(m.group(0)), 6))
+        for m in re.finditer(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?", value):
+            out.add(round(float(m.group(0).replace(",", "")), 6))
     elif isinstance(value, dict):
         for k, v in value.items():
             strings.add(str(k).lower())
@@ -236,6 +236,29 @@ def _numbers_in(value: Any, out: set[float], strings: set[str]) -> None:
         out.add(float(len(value)))
         for v in value:
             _numbers_in(v, out, strings)
+
+
+def without_quotes(text: str, sources: Iterable[Any], *, shortest: int = 8) -> str:
+    """``text`` with every string of ``sources`` (tool results) it repeats verbatim blanked out:
+    a comment that reads "Couldn't agree more." is data the reply quotes, not its own claim."""
+    found: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str):
+            if len(value) >= shortest and value in text:
+                found.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                collect(v)
+
+    for source in sources:
+        collect(source)
+    for quoted in sorted(set(found), key=len, reverse=True):
+        text = text.replace(quoted, " ")
+    return text
 
 
 def ungrounded(facts: list[str], sources: Iterable[Any]) -> list[str]:

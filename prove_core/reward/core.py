@@ -574,6 +574,7 @@ class LiveServers:
         self._initial: dict[tuple[tuple[str, ...], int], str] = {}
         self._initial_states: dict[tuple[tuple[str, ...], int], EndState] = {}
         self._ground_truths: OrderedDict[tuple[Any, ...], Execution] = OrderedDict()
+        self._task_keys: dict[int, tuple[Task, tuple[Any, ...]]] = {}  # id(task) -> (task, its cache key)
 
     def runtime(self, name: str) -> ServerRuntime:
         runtime = self._runtimes.get(name)
@@ -618,8 +619,15 @@ class LiveServers:
 
     def ground_truth(self, task: Task) -> Execution:
         """``task``'s ground truth replayed on a fork, cached per task (bounded, least recently used out)."""
-        key = (tuple(task.servers), task.seed,
-               json.dumps([[c.tool, c.arguments] for c in task.calls], sort_keys=True, default=str))
+        known = self._task_keys.get(id(task))
+        if known is not None and known[0] is task:  # a GRPO group shares one task object: key it once
+            key = known[1]
+        else:
+            key = (tuple(task.servers), task.seed,
+                   json.dumps([[c.tool, c.arguments] for c in task.calls], sort_keys=True, default=str))
+            if len(self._task_keys) >= GROUND_TRUTH_CACHE:
+                self._task_keys.clear()
+            self._task_keys[id(task)] = (task, key)
         cached = self._ground_truths.get(key)
         if cached is not None:
             self._ground_truths.move_to_end(key)
@@ -801,6 +809,8 @@ class Reward:
             raise ConfigError(f"reward components must be unique, got {names}")
         self.components = list(components)
         self.servers = servers
+        # each component's share of the best total (ranges are fixed, so computed once)
+        self._best = [c.weight * (c.best if c.weight >= 0 else c.worst) for c in self.components]
 
     @property
     def weights(self) -> dict[str, float]:
@@ -813,7 +823,7 @@ class Reward:
         scores: dict[str, Score] = {}
         total = best = 0.0
         try:
-            for entry in self.components:
+            for entry, entry_best in zip(self.components, self._best):
                 try:
                     score = entry.component.score(rollout, context)
                     if not isinstance(score, Score) or not math.isfinite(score.value):
@@ -824,7 +834,7 @@ class Reward:
                                   error=f"{type(exc).__name__}: {exc}")
                 scores[entry.name] = score
                 if score.applies:
-                    best += entry.weight * (entry.best if entry.weight >= 0 else entry.worst)
+                    best += entry_best
                     if score.error is None:
                         total += entry.weight * score.value
         finally:

@@ -154,3 +154,13 @@ def test_the_final_reply_on_call_tasks_is_checked_against_the_episode(corpus, re
                 problems.append(("half_done", example.id, done.total, silent.total))
     assert all(n >= 30 for n in checked.values()), checked
     assert not problems, problems[:5]
+
+
+def test_text_quoted_from_a_result_is_data_not_a_claim():
+    from prove_plugins.reward.replies import ungrounded, without_quotes
+
+    result = {"comment": {"text": "Couldn't agree more.", "post": "Trying a 1,000-piece puzzle!"}}
+    reply = "All set. Comment text: Couldn't agree more. On: Trying a 1,000-piece puzzle!"
+    assert failure_claims(reply) and not failure_claims(without_quotes(reply, [result]))
+    assert ungrounded(stated_facts(reply), [result]) == []
+    assert ungrounded(["1,500"], [result]) == ["1,500"]
