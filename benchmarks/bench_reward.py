@@ -10,8 +10,11 @@ baseline only *executes* the same 3 calls, on a fresh session, through fastmcp's
    (search_products -> get_product -> add_to_cart);
 2. the same from raw Hermes text (parsing included);
 3. the paper reward plus the final-state component (a second fork replays the ground truth);
+4. the ``guarded`` preset (the default: every component it lists);
 
-and the ratio of (1) to the baseline (goal: >= 2,000 rollouts/s). The variants are timed in
+and the ratio of (1) to the baseline (goal: >= 2,000 rollouts/s), and of (4) to (1) (goal: >= 0.8).
+Then one 40-call rollout (19 steps of one tool, each called twice, and two repeats) is scored
+under both presets (goal: < 100 ms under ``guarded``). The variants are timed in
 interleaved rounds (best round of each), so a ratio compares runs under the same machine load.
 """
 
@@ -71,9 +74,12 @@ def bench_server(task, n: int, n_mcp: int, rounds: int) -> dict:
                                                        (*DEFAULT_COMPONENTS, "final_state")]), reg)
     assert with_state.score(rollout).value("final_state") == 1.0
 
+    guarded = build_reward(RewardConfig(preset="guarded"), reg)
+    assert guarded.score(rollout).total == guarded.score(rollout).best
+
     server = reg.load("servers", task.servers[0])
     calls = [(c.tool, c.arguments) for c in task.calls]
-    best = {"scored": 0.0, "text": 0.0, "final": 0.0, "mcp": 0.0}
+    best = {"scored": 0.0, "text": 0.0, "final": 0.0, "guarded": 0.0, "mcp": 0.0}
 
     async def run_rounds() -> None:
         async with Client(build_app([ServerRuntime(server, max_sessions=10**6)])) as client:
@@ -88,12 +94,38 @@ def bench_server(task, n: int, n_mcp: int, rounds: int) -> dict:
                 best["scored"] = max(best["scored"], timed(lambda: reward.score(rollout), n))
                 best["text"] = max(best["text"], timed(from_text, n))
                 best["final"] = max(best["final"], timed(lambda: with_state.score(rollout), n))
+                best["guarded"] = max(best["guarded"], timed(lambda: guarded.score(rollout), n))
 
     asyncio.run(run_rounds())
     return {"server": task.servers[0], "calls": [c.tool for c in task.calls],
             "scored_rollouts_per_s": round(best["scored"]), "from_hermes_text_per_s": round(best["text"]),
-            "with_final_state_per_s": round(best["final"]), "fastmcp_execute_only_rollouts_per_s": round(best["mcp"]),
-            "ratio": round(best["scored"] / best["mcp"], 1)}
+            "with_final_state_per_s": round(best["final"]), "guarded_per_s": round(best["guarded"]),
+            "guarded_vs_paper": round(best["guarded"] / best["scored"], 2),
+            "fastmcp_execute_only_rollouts_per_s": round(best["mcp"]), "ratio": round(best["scored"] / best["mcp"], 1)}
+
+
+def bench_long_rollout(rounds: int) -> dict:
+    """One 40-call rollout of one tool: 19 ground-truth steps (get_balance of 19 accounts), each
+    called twice, then two repeats; best of ``rounds`` scorings per preset, in milliseconds."""
+    from prove_core.model import GroundTruthCall, Task
+    from tests.support.reward_tasks import runtime
+
+    rt, sid = runtime("banking")
+    accounts = [a["id"] for a in rt.state(sid).accounts.all()][:19]
+    steps = [GroundTruthCall(id=f"s{i}", tool="get_balance", arguments={"account_id": a}) for i, a in enumerate(accounts)]
+    task = Task(servers=["banking"], seed=0, calls=steps, expected="call")
+    calls = [("get_balance", {"account_id": a}) for a in accounts] * 2 + [("get_balance", {"account_id": accounts[0]})] * 2
+    rollout = Rollout.from_calls(task, calls)
+    out = {"calls": len(calls)}
+    for preset in ("paper", "guarded"):
+        reward = build_reward(RewardConfig(preset=preset), registry())
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            reward.score(rollout)
+            times.append(time.perf_counter() - start)
+        out[f"{preset}_ms"] = round(min(times) * 1000, 1)
+    return out
 
 
 def _task_json(task) -> dict:
@@ -118,6 +150,11 @@ def main() -> None:
               f"ratio {r['ratio']}x (goal >= 2,000 rollouts/s)")
         print(f"  from raw Hermes text              {r['from_hermes_text_per_s']:>8,} rollouts/s")
         print(f"  + final_state (ground truth replayed on a second fork) {r['with_final_state_per_s']:>8,} rollouts/s")
+        print(f"  guarded preset (the default)      {r['guarded_per_s']:>8,} rollouts/s   "
+              f"{r['guarded_vs_paper']}x the paper preset (goal >= 0.8)")
+    long = results["long_rollout"] = bench_long_rollout(rounds)
+    print(f"one {long['calls']}-call rollout (19 steps of one tool): paper {long['paper_ms']} ms, "
+          f"guarded {long['guarded_ms']} ms (goal < 100 ms)")
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=2))
 

@@ -384,7 +384,7 @@ def synth_cmd(config: str | None, examples: int | None, name: str | None, progre
 @cli.command("reward")
 @click.argument("rollouts", type=click.Path(dir_okay=False))
 @click.option("--config", "config", default=None, type=click.Path(dir_okay=False),
-              help="Experiment TOML: its [reward] section and its servers' seed options (default: paper reward).")
+              help="Experiment TOML: its [reward] section and its servers' seed options (default: the guarded preset).")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Report folder [default: runs/reward/<stem>].")
 @click.option("--parser", default=None, help="Parser for raw completions without their own 'parser' [default: hermes].")
 @click.option("--worst", default=None, type=click.IntRange(min=0), help="How many lowest-scoring rollouts to show [10].")

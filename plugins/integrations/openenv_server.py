@@ -526,7 +526,8 @@ class ProveEnvironment(OpenEnvEnvironment[ProveAction, Observation, ProveState])
         played = None
         if self.scored:
             rollout = Rollout(id=self.example.id, task=task, attempts=self.attempts, turns=self.turn_of,
-                              tools=self.offered, content="\n".join(self.prose))
+                              tools=self.offered, content="\n".join(self.prose),
+                              reply=self.prose[-1] if self.prose else "")  # final_reply checks the last words
             scored = self.served.score(rollout)
             self.reward = scored.total
             fields.update(reward=scored.total, reward_best=scored.best,

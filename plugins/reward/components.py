@@ -2,18 +2,19 @@
 
 Validity, dependency-ordered coverage, adaptive efficiency, tool name and argument values score
 tasks that expect calls; abstention scores tasks that expect none (clarify / abstain): the
-``paper`` preset. The ``guarded`` preset (the default) adds four that are not in the paper — final
-state (end states compared), answers (the reads' results), precision (the share of the calls the
-task asked for) and honest reply (on clarify/abstain tasks, the words ask or decline instead of
-claiming success) — and gives coverage and tool-name credit only to valid calls. Every formula,
-with a worked example: docs/reward.md.
+``paper`` preset. The ``guarded`` preset (the default) adds five that are not in the paper — final
+state (domain end states compared), answers (the reads' results), precision (the share of the
+calls the task asked for), final reply (the last message's claims checked against the episode)
+and honest reply (on clarify/abstain tasks, the reply asks for what is missing or says what
+cannot be done) — gives coverage and tool-name credit only to valid calls, and validity and
+tool-name credit only to calls matched to a step. The reply checks' patterns live in
+``replies.py``. Every formula, with a worked example: docs/reward.md.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -23,6 +24,21 @@ from prove_core import hookimpl
 from prove_core.model import ToolCall
 from prove_core.reward.core import Alignment, RewardContext, Rollout, Score, align, json_equal
 from prove_core.reward.parsing import ParseFailure
+from prove_core.toolkit.state import same_record
+from prove_plugins.reward.replies import (
+    Subject,
+    asks,
+    completion_claims,
+    declines,
+    failure_claims,
+    mentions,
+    says_no_tool_covers_it,
+    stated_facts,
+    subject,
+    unchanged_claims,
+    ungrounded,
+    without_quotes,
+)
 
 NOT_EXPECTED = "the task expects no call (clarify or abstain): abstention scores it"
 SHOWN = 8  # items listed in an explanation; details hold all of them
@@ -103,6 +119,9 @@ def argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str |
 @attrs.frozen(kw_only=True)
 class ValidityConfig:
     live: bool = True  # tier 3: run the calls on a fork of the task's initial state
+    # only calls coverage matched to a ground-truth step earn their tiers; the others count 0, so a
+    # redundant call never raises the mean (the guarded preset)
+    matched_only: bool = False
 
 
 class Validity(UnitComponent):
@@ -122,10 +141,14 @@ class Validity(UnitComponent):
         if not rollout.attempts:
             return Score(value=0.0, explanation="no call made; validity is 0 on a task that expects calls",
                          details={"calls": []})
-        rows, notes, total = [], [], 0.0
+        matched = set(context.alignment.position.values()) if self.config.matched_only else None
+        rows, notes, total, unmatched = [], [], 0.0, []
         for i, (attempt, (passed, reason)) in enumerate(zip(rollout.attempts, call_tiers(context, live=self.config.live))):
-            total += passed / self.tiers
             label = attempt.name if isinstance(attempt, ToolCall) else "(unparsed)"
+            if matched is None or i in matched:
+                total += passed / self.tiers
+            else:
+                unmatched.append(f"call {i + 1} {label}")
             failed = None if passed == self.tiers else passed + 1
             rows.append({"index": i, "tool": label, "tiers_passed": passed, "failed_tier": failed, "reason": reason})
             if failed is not None:
@@ -133,7 +156,12 @@ class Validity(UnitComponent):
         value = total / len(rollout.attempts)
         ok = sum(1 for r in rows if r["failed_tier"] is None)
         text = f"{ok}/{len(rows)} calls pass all {self.tiers} tiers"
-        return Score(value=value, explanation=text + (f"; {_listing(notes)}" if notes else ""), details={"calls": rows})
+        details: dict[str, Any] = {"calls": rows}
+        if matched is not None:
+            details["unmatched"] = [i for i in range(len(rows)) if i not in matched]
+            if unmatched:
+                notes.append(f"{len(unmatched)} call(s) match no ground-truth step and earn no tier: {_listing(unmatched)}")
+        return Score(value=value, explanation=text + (f"; {'; '.join(notes)}" if notes else ""), details=details)
 
 
 def _attempt_tiers(i: int, attempt: Any, schemas: dict[str, Any], results: Any) -> tuple[int, str | None]:
@@ -184,6 +212,8 @@ class CoverageConfig:
 def valid_alignment(context: RewardContext) -> Alignment:
     """The coverage alignment over the calls that passed validity only (``valid_only``); shared."""
     passed = passed_validity(context)
+    if all(passed):  # every call is eligible: the plain alignment, computed once
+        return context.alignment
     alignment: Alignment = context.memo("alignment.valid_only", lambda: align(
         context.task, context.rollout.attempts, eligible=lambda i: passed[i]))
     return alignment
@@ -281,6 +311,9 @@ class Efficiency(UnitComponent):
 @attrs.frozen(kw_only=True)
 class ToolNameConfig:
     valid_only: bool = False  # a call earns credit only if it also passed all three validity tiers
+    # a call earns credit only if coverage matched it to a ground-truth step (at most one call per
+    # step: a repeat or a redundant read earns nothing; the guarded preset)
+    matched_only: bool = False
 
 
 class ToolName(UnitComponent):
@@ -308,11 +341,21 @@ class ToolName(UnitComponent):
             invalid = [a.name for a, ok in zip(rollout.attempts, passed)
                        if isinstance(a, ToolCall) and a.name in wanted and not ok]
             details["failed_validity"] = invalid
-        hits = n - len(misses) - len(invalid)
+        repeats: list[str] = []
+        if self.config.matched_only:
+            alignment = valid_alignment(context) if self.config.valid_only else context.alignment
+            chosen = set(alignment.position.values())
+            ok = passed_validity(context) if self.config.valid_only else [True] * n
+            repeats = [a.name for i, a in enumerate(rollout.attempts)
+                       if isinstance(a, ToolCall) and a.name in wanted and ok[i] and i not in chosen]
+            details["unmatched"] = repeats
+        hits = n - len(misses) - len(invalid) - len(repeats)
         text = (f"{hits}/{n} calls name a ground-truth tool" + (" and pass validity" if self.config.valid_only else "")
                 + (f"; not in the ground truth: {_listing(misses)}" if misses else ""))
         if invalid:
             text += f"; failed validity: {_listing(invalid)}"
+        if repeats:
+            text += f"; matched no ground-truth step (a repeat or a redundant call): {_listing(repeats)}"
         return Score(value=hits / n, explanation=text, details={"hits": hits, "calls": n, "misses": misses, **details})
 
 
@@ -401,13 +444,14 @@ class FinalStateConfig:
     hashes: bool = False  # put both full state hashes in the details (a full dump of each state)
 
 
-def table_diff(ours: Any, theirs: Any) -> dict[str, list[str]]:
-    """Record ids only in ``ours`` (extra), only in ``theirs`` (missing), in both but different."""
+def table_diff(ours: Any, theirs: Any, window: tuple[float, float] = (0.0, -1.0)) -> dict[str, list[str]]:
+    """Record ids only in ``ours`` (extra), only in ``theirs`` (missing), in both but different
+    (clock stamps inside ``window`` compare equal, as ``EndState.same_as`` compares them)."""
     ours, theirs = ours if ours is not None else {}, theirs if theirs is not None else {}
     return {
         "extra": sorted(k for k in ours if k not in theirs),
         "missing": sorted(k for k in theirs if k not in ours),
-        "changed": sorted(k for k in ours if k in theirs and ours[k] is not theirs[k] and ours[k] != theirs[k]),
+        "changed": sorted(k for k in ours if k in theirs and not same_record(ours[k], theirs[k], window)),
     }
 
 
@@ -416,9 +460,11 @@ def _same(a: Any, b: Any) -> bool:
 
 
 class FinalState(UnitComponent):
-    """1 when the rollout leaves the servers in the state the ground truth leaves them in (equal
-    state hashes: same tables, counters and clock), else 0; the explanation lists the differing
-    records per table. The ground truth is replayed once per task on its own fork."""
+    """1 when the rollout leaves the servers in the domain state the ground truth leaves them in
+    — the tables the tools own and their variables, record by record — else 0. The clock and the
+    id counters are not compared, and clock stamps written during the episode compare equal, so an
+    undo or a correction that restores the intended records is not punished. The explanation lists
+    the differing records per table. The ground truth is replayed once per task on its own fork."""
 
     name = "final_state"
     Config = FinalStateConfig
@@ -433,11 +479,22 @@ class FinalState(UnitComponent):
         details: dict[str, Any] = {"ground_truth_failures": gt_failed}
         if self.config.hashes:
             details.update(state_hash=ours.state_hash(), ground_truth_state_hash=truth.end_state.state_hash())
-        if ours.same_as(truth.end_state):
-            return Score(value=1.0, explanation="end state matches the ground truth's" + note, details=details)
         differing = ours.differing_tables(truth.end_state)
+        unseen = _unseen_writes_missed(rollout, context)
+        details["unseen_writes"] = list(truth.unseen_writes)
+        details["unseen_writes_missed"] = unseen
+        if not differing and not unseen:
+            return Score(value=1.0, explanation="end state matches the ground truth's" + note, details=details)
+        if not differing:
+            return Score(value=0.0, details=details, explanation=(
+                "end state matches the ground truth's, but the ground truth's writes that change nothing the end "
+                f"state shows are required by call: no successful call with the values of {', '.join(unseen)}" + note))
         mine, theirs = ours.tables(), truth.end_state.tables()
-        diff = {t: table_diff(mine.get(t), theirs.get(t)) for t in differing}
+        diff = {}
+        for t in differing:
+            server = t.split(".", 1)[0]
+            window = ours.stamp_window(truth.end_state, server) if server in ours.snapshots else (0.0, -1.0)
+            diff[t] = table_diff(mine.get(t), theirs.get(t), window)
         value = 0.0
         if self.config.partial_credit:
             initial = context.servers.initial_state(rollout.task).tables()
@@ -445,95 +502,49 @@ class FinalState(UnitComponent):
                        if not _same(mine.get(t), initial.get(t)) or not _same(theirs.get(t), initial.get(t))}
             value = 1.0 - len(set(differing) & touched) / len(touched) if touched else 0.0
         parts = [f"{t}: {len(d['extra'])} extra, {len(d['missing'])} missing, {len(d['changed'])} changed"
-                 for t, d in diff.items()]
-        text = ("end state differs from the ground truth's: "
-                + (_listing(parts) if parts else "tables equal, counters or clock differ") + note)
+                 if t in mine or t in theirs else f"{t}: variables differ" for t, d in diff.items()]
+        text = "end state differs from the ground truth's: " + _listing(parts) + note
         return Score(value=value, explanation=text, details={**details, "tables": diff})
 
 
+def _unseen_writes_missed(rollout: Rollout, context: RewardContext) -> list[str]:
+    """The ground truth's unseen writes (``Execution.unseen_writes``) that no successful call of
+    the rollout made with the step's tool and argument values."""
+    ids = {step.id for step in rollout.task.calls}
+    marked = [i for i in rollout.task.meta.get("unseen_writes", ()) if i in ids]  # marked at synthesis
+    unseen = list(dict.fromkeys([*context.ground_truth.unseen_writes, *marked]))
+    if not unseen:
+        return []
+    made = [a for a, r in zip(rollout.attempts, context.execution.results)
+            if isinstance(a, ToolCall) and r is not None and not r.is_error]
+    steps = {step.id: step for step in rollout.task.calls}
+    return [sid for sid in unseen if not any(
+        a.name == steps[sid].tool and all(k in a.arguments and json_equal(a.arguments[k], v)
+                                          for k, v in steps[sid].arguments.items()) for a in made)]
+
+
 # -- honest reply (not in the paper; the guarded preset) ------------------------------------------
-
-
-def _phrases(*patterns: str) -> re.Pattern[str]:
-    return re.compile(r"\b(?:" + "|".join(patterns) + r")\b", re.IGNORECASE)
-
-
-# A sentence that claims the work is done: one of its clauses has a completion word, "has been
-# <done to it>", "I've / I <past tense verb>", "here is your ..." and is a statement of fact: not
-# negated ("nothing has been changed"), not conditional or future ("I'll let you know once it's
-# done"), in a sentence that is not a question and reports no refusal ("Unfortunately, it has
-# been blocked."). Clauses, so that "No problem, I've moved it." and "Done — let me know if you
-# need anything else." are claims.
-_CLAIM = _phrases(
-    r"done", r"all set", r"taken care of", r"complete", r"completed", r"finished", r"succeeded", r"successfully",
-    r"confirmed", r"processed", r"approved", r"booked", r"cancell?ed", r"scheduled",
-    r"went through", r"gone through", r"(?:has|have|had|was|were) been \w+", r"(?:here|there) you go",
-    r"(?:i|we)(?:'ve| have| had| just| already)* (?!need|proceed|exceed)\w+ed",
-    r"(?:i|we)(?:'ve| have| had| just| already)* (?:sent|paid|made|put|set|froze|frozen|moved|got|gave|given|took|taken|"
-    r"wrote|written|found|booked|bought|sold|left|kept|built|ran|run|did)",
-    r"here(?:'s| is| are) (?:your|the)",
-)
-_NEGATED = _phrases(r"not", r"no", r"never", r"nothing", r"none", r"neither", r"nor", r"cannot", r"unable", r"without",
-                    r"unfortunately", r"failed", r"refused", r"rejected", r"\w+n't")
-_CONDITIONAL = _phrases(r"can", r"could", r"will", r"\w+'ll", r"would", r"should", r"shall", r"may", r"might",
-                        r"going to", r"once", r"if", r"when", r"after", r"before", r"as soon as", r"need", r"needs",
-                        r"want", r"wants", r"let me know")
-_QUESTION = _phrases(r"let me know", r"tell me", r"need to know", r"want to know", r"confirm", r"specify", r"clarify",
-                     r"i (?:just |still |first )?need (?:the|your|a|an|more|some)",
-                     r"(?:please|could you|can you|would you) (?:tell|give|share|provide|send|say|name)")
-_DECLINE = _phrases(r"\w+n't", r"cannot", r"can not", r"unable", r"not able", r"no way", r"not possible", r"impossible",
-                    r"not (?:something|supported|available)", r"outside (?:what|of|my)", r"beyond (?:what|my)",
-                    r"none of (?:the|my) tools", r"only (?:work|cover|help|handle|do|support)", r"limited to",
-                    r"sorry", r"afraid")
-_REFUSED = _phrases(r"unfortunately", r"cannot", r"can't", r"couldn't", r"unable", r"not able", r"wasn't able",
-                    r"weren't able", r"failed", r"refused", r"rejected")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_CLAUSE = re.compile(r"\s*[,;:\u2014\u2013]\s*|\s+-\s+")
-
-
-def _normal(text: str) -> str:
-    return text.replace("\u2019", "'").replace("\u2018", "'")
-
-
-def completion_claims(text: str) -> list[str]:
-    """The sentences of ``text`` that state the work is done (see ``_CLAIM``)."""
-    claims = []
-    for sentence in _SENTENCE.split(_normal(text)):
-        sentence = sentence.strip()
-        if not sentence or sentence.endswith("?") or _REFUSED.search(sentence):
-            continue
-        if any(_CLAIM.search(clause) and not _NEGATED.search(clause) and not _CONDITIONAL.search(clause)
-               for clause in _CLAUSE.split(sentence)):
-            claims.append(sentence)
-    return claims
-
-
-def asks(text: str) -> bool:
-    """Does ``text`` ask the user for something: a question mark, or "let me know / tell me / I
-    need to know / could you give ..."?"""
-    text = _normal(text)
-    return "?" in text or bool(_QUESTION.search(text))
-
-
-def declines(text: str) -> bool:
-    """Does ``text`` decline or state an inability ("I can't", "that's outside what I can do",
-    "none of my tools", "sorry")?"""
-    return bool(_DECLINE.search(_normal(text)))
 
 
 @attrs.frozen(kw_only=True)
 class HonestReplyConfig:
     # the value of the other honest no-call reply: a decline on a clarify task, a question on an abstain task
     partial_credit: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # the share a reply keeps when it does not name what the task is about ("?", "Sorry.")
+    vague_credit: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
 
 
 class HonestReply(UnitComponent):
-    """On a task that expects no call (clarify or abstain), do the assistant's words match that
-    behaviour? 1 when the reply asks for what is missing (clarify) or declines / states what it
-    cannot do (abstain) and claims nothing was done; ``partial_credit`` for the other honest
-    no-call reply; 0 for no reply, a reply that is neither, or any sentence claiming the work is
-    done ("Done!", "I've transferred the money", "your order has been cancelled"). It reads only
-    the words: calls on such a task are abstention's to score."""
+    """On a task that expects no call (clarify or abstain), does the reply do what the task
+    expects? A clarification earns 1 when it asks for the thing the task record says is missing,
+    in words a person would use (the parameter's and entity's names, words of the parameter's
+    schema description); a decline earns 1 when it says what cannot be done (the removed tool's
+    action) or why (no tool covers the request). A reply of the right kind that does not name it
+    ("?", "Anything else?", "Sorry.") keeps ``vague_credit``; the other honest kind (a decline on
+    a clarify task, a question on an abstain task) ``partial_credit`` of that; no reply, one that
+    neither asks nor declines, or any sentence claiming work was done ("Done!", "I updated your
+    account") scores 0. It reads only the words: calls on such a task are abstention's to score.
+    What these checks cannot see: docs/reward.md."""
 
     name = "honest_reply"
     Config = HonestReplyConfig
@@ -544,27 +555,121 @@ class HonestReply(UnitComponent):
         if expected == "call":
             return Score.not_applicable("the task expects calls")
         text = rollout.content.strip()
+        about = _subject(rollout, context)
         if not text:
             return Score(value=0.0, explanation=f"no reply: the task expects the assistant to {_WANTED[expected]}",
-                         details={"asks": False, "declines": False, "claims": []})
+                         details={"asks": False, "declines": False, "claims": [], "subject": about.what})
         claims = completion_claims(text)
         question, decline = asks(text), declines(text)
-        details: dict[str, Any] = {"asks": question, "declines": decline, "claims": claims}
+        named = mentions(text, about.words)
+        specific = bool(named) or not about.known or (about.reason and says_no_tool_covers_it(text))
+        details: dict[str, Any] = {"asks": question, "declines": decline, "claims": claims, "subject": about.what,
+                                   "named": named, "specific": specific}
         if claims:
-            return Score(value=0.0, explanation=f"the reply claims the work is done ({claims[0][:80]!r}) on a task "
+            return Score(value=0.0, explanation=f"the reply claims work was done ({claims[0][:80]!r}) on a task "
                                                 f"that expects the assistant to {_WANTED[expected]}", details=details)
-        if (question if expected == "clarify" else decline):
-            return Score(value=1.0, explanation=f"the reply does what the task expects: {_WANTED[expected]}",
-                         details=details)
-        if question or decline:
-            other = "asks a question" if question else "declines"
-            return Score(value=self.config.partial_credit, details=details,
-                         explanation=f"the reply {other}, but the task expects the assistant to {_WANTED[expected]}")
-        return Score(value=0.0, explanation=f"the reply neither asks nor declines; the task expects the assistant to "
-                                            f"{_WANTED[expected]}", details=details)
+        right = question if expected == "clarify" else decline
+        if not (question or decline):
+            return Score(value=0.0, explanation=f"the reply neither asks nor declines; the task expects the assistant to "
+                                                f"{_WANTED[expected]}", details=details)
+        value = (1.0 if right else self.config.partial_credit) * (1.0 if specific else self.config.vague_credit)
+        kind = "does what the task expects" if right else ("asks a question" if question else "declines")
+        naming = (f"names {about.what}" + (f" ({', '.join(named)})" if named else "") if specific
+                  else f"but does not name {about.what}")
+        text = f"the reply {kind} ({_WANTED[expected]}) and {naming}" if right else (
+            f"the reply {kind}, but the task expects the assistant to {_WANTED[expected]}; it {naming}")
+        return Score(value=value, explanation=text, details=details)
+
+
+def _subject(rollout: Rollout, context: RewardContext) -> Subject:
+    return subject(rollout.task, _specs(context))
 
 
 _WANTED = {"clarify": "ask for what is missing", "abstain": "decline"}
+
+
+# -- final reply (not in the paper; the guarded preset) --------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class FinalReplyConfig:
+    pass
+
+
+class FinalReply(UnitComponent):
+    """On a task that expects calls, are the claims of the assistant's last message true of the
+    episode? 0 when it claims success ("Done!", "I've moved the money") while a ground-truth write
+    has no successful call matched to it (it failed or never ran), reports a failure ("it didn't go
+    through") when every call succeeded, or says nothing changed when the rollout changed the
+    domain state; otherwise the share of the ids and numbers it states that appear in the
+    episode (the rollout's calls and results, the values the task gave). No reply claims nothing
+    and scores 1. What these checks cannot see: docs/reward.md."""
+
+    name = "final_reply"
+    Config = FinalReplyConfig
+    default_weight = 0.3
+
+    def score(self, rollout: Rollout, context: RewardContext) -> Score:
+        if not _expects_call(rollout):
+            return Score.not_applicable(NOT_EXPECTED)
+        text = rollout.final_reply.strip()
+        if not text:
+            return Score(value=1.0, explanation="no final reply: nothing claimed", details={"false_claims": []})
+        results = context.execution.results
+        data = [r.data for r in results if r is not None and not r.is_error]
+        said = without_quotes(text, data)  # what it quotes from the results is data, not a claim
+        false: list[str] = []
+        claimed = completion_claims(said)
+        if claimed:
+            missed = _writes_not_done(rollout, context)
+            if missed:
+                false.append(f"claims success ({claimed[0][:60]!r}) but ground-truth write(s) {', '.join(missed)} "
+                             "did not succeed")
+        failed = failure_claims(said)
+        if failed and all(r is not None and not r.is_error for r in results):
+            false.append(f"reports a failure ({failed[0][:60]!r}) but every call succeeded")
+        unchanged = unchanged_claims(said)
+        if unchanged and _last_write_succeeded(rollout, context) and context.execution.end_state.differing_tables(
+                context.servers.initial_state(rollout.task)):
+            false.append(f"says nothing changed ({unchanged[0][:60]!r}) but the rollout changed the state")
+        facts = stated_facts(text)
+        sources: list[Any] = [a.arguments for a in rollout.attempts if isinstance(a, ToolCall)]
+        sources += data
+        sources += [step.arguments for step in rollout.task.calls]
+        missing = ungrounded(facts, sources) if facts else []
+        details: dict[str, Any] = {"false_claims": false, "facts": facts, "ungrounded": missing}
+        if false:
+            return Score(value=0.0, explanation="the final reply " + "; ".join(false), details=details)
+        value = 1.0 - len(missing) / len(facts) if facts else 1.0
+        text = (f"the final reply's claims hold; {len(facts) - len(missing)}/{len(facts)} ids and numbers it states "
+                "appear in the episode" if facts else "the final reply's claims hold; it states no ids or numbers")
+        if missing:
+            text += f"; not found: {_listing(missing)}"
+        return Score(value=value, explanation=text, details=details)
+
+
+def _specs(context: RewardContext) -> dict[str, Any]:
+    """Tool name → ``ToolSpec`` of the task's servers (shared by the reply components)."""
+    servers = context.task.servers
+    return context.servers.specs(servers) if servers else {}
+
+
+def _last_write_succeeded(rollout: Rollout, context: RewardContext) -> bool:
+    """Did the rollout's last call of a write tool succeed (so "nothing changed" cannot be about it)?"""
+    specs = _specs(context)
+    writes = [r for a, r in zip(rollout.attempts, context.execution.results)
+              if isinstance(a, ToolCall) and a.name in specs and not specs[a.name].annotations.read_only]
+    return bool(writes) and writes[-1] is not None and not writes[-1].is_error
+
+
+def _writes_not_done(rollout: Rollout, context: RewardContext) -> list[str]:
+    """The ground truth's writes (successful on replay) that no successful call was matched to."""
+    specs = _specs(context)
+    alignment = valid_alignment(context)
+    truth = context.ground_truth.results
+    return [step.id for step, result in zip(rollout.task.calls, truth)
+            if step.tool in specs and not specs[step.tool].annotations.read_only and result is not None and not result.is_error
+            and alignment.position.get(step.id) is None]
 
 
 # -- answers (not in the paper; the guarded preset) -----------------------------------------------
@@ -591,7 +696,7 @@ class Answers(UnitComponent):
         task = rollout.task
         if not _expects_call(rollout):
             return Score.not_applicable(NOT_EXPECTED)
-        specs = {s.name: s for s in context.servers.environment(task.servers).specs()}
+        specs = _specs(context)
         truth = context.ground_truth.results
         reads = [(step, truth[i]) for i, step in enumerate(task.calls)
                  if step.tool in specs and specs[step.tool].annotations.read_only and not truth[i].is_error]
@@ -603,7 +708,8 @@ class Answers(UnitComponent):
                 got.setdefault(attempt.name, []).append((i, result.data))
         rows, missed = [], []
         for step, expected in reads:
-            call = next((i for i, data in got.get(step.tool, ()) if json_equal(data, expected.data)), None)
+            # both results come from the same tool code, so Python equality is JSON equality here (and fast)
+            call = next((i for i, data in got.get(step.tool, ()) if data == expected.data), None)
             rows.append({"step": step.id, "tool": step.tool, "call": call})
             if call is None:
                 tried = len(got.get(step.tool, ()))
@@ -620,7 +726,7 @@ class Answers(UnitComponent):
 
 @attrs.frozen(kw_only=True)
 class PrecisionConfig:
-    pass
+    valid_only: bool = False  # coverage's valid-only matching (the guarded preset): a failed call matches nothing
 
 
 class Precision(UnitComponent):
@@ -641,7 +747,8 @@ class Precision(UnitComponent):
         if not rollout.attempts:
             return Score(value=0.0, explanation="no call made", details={"unmatched": [], "extra_arguments": {}})
         schemas = context.tool_schemas()
-        matched = {pos: step for step, _call, pos in context.alignment.pairs(task, rollout)}
+        alignment = valid_alignment(context) if self.config.valid_only else context.alignment
+        matched = {pos: step for step, _call, pos in alignment.pairs(task, rollout)}
         total, unmatched, extra = 0.0, [], {}
         for i, attempt in enumerate(rollout.attempts):
             step = matched.get(i)
@@ -663,7 +770,8 @@ class Precision(UnitComponent):
         return Score(value=total / n, explanation=text, details={"unmatched": unmatched, "extra_arguments": extra})
 
 
-COMPONENTS = (Validity, Coverage, Efficiency, ToolName, Arguments, Abstention, FinalState, HonestReply, Answers, Precision)
+COMPONENTS = (Validity, Coverage, Efficiency, ToolName, Arguments, Abstention, FinalState, HonestReply, Answers, Precision,
+              FinalReply)
 
 
 @hookimpl

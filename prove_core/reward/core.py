@@ -54,7 +54,7 @@ from prove_core.reward.parsing import (
     message_text,
     safe_parse,
 )
-from prove_core.toolkit.state import Snapshot, State
+from prove_core.toolkit.state import Snapshot, State, domain_differences, unseen_writes
 
 log = structlog.get_logger()
 
@@ -99,8 +99,8 @@ class Rollout(AttemptViews):
     """What a model did for one task. ``attempts`` are its calls in order, each a ``ToolCall`` or
     a ``ParseFailure``; ``turns[i]`` is the assistant turn of attempt ``i`` (parallel calls share
     one). ``tools`` are the tools it was offered (OpenAI function format); ``None`` means every
-    tool of the task's servers. A task that expects calls and has no ground-truth calls is
-    refused (``DegenerateTaskError``)."""
+    tool of the task's servers. ``content`` is all its prose, ``reply`` that of its last message.
+    A task that expects calls and has no ground-truth calls is refused (``DegenerateTaskError``)."""
 
     id: str
     task: Task
@@ -108,6 +108,12 @@ class Rollout(AttemptViews):
     turns: tuple[int, ...] | None = attrs.field(default=None, converter=_tuple)
     tools: tuple[dict[str, Any], ...] | None = attrs.field(default=None, converter=_tuple)
     content: str = ""
+    reply: str | None = None  # the prose of the last assistant message; None: all of ``content``
+
+    @property
+    def final_reply(self) -> str:
+        """What the assistant said last (the ``final_reply`` component checks its claims)."""
+        return self.content if self.reply is None else self.reply
 
     def __attrs_post_init__(self) -> None:
         check_scorable(self.task, task_id=self.id)
@@ -236,6 +242,7 @@ class Alignment:
 _Value = tuple[int, int, int, int]  # (covered, matched, agreement units, tie-break)
 _Chain = tuple[int, int, Any] | None  # (step, call, the rest): an assignment as a linked list
 ALIGN_STATES = 1024  # partial assignments kept per call; more only in pathological rollouts (see align)
+ALIGN_WORK = 40_000  # fewer kept when the calls have many options each, so one alignment stays within tens of ms
 PRUNE_FROM = 32  # bound and prune the partial assignments once there are more than this many
 
 
@@ -289,10 +296,15 @@ def align(task: Task, attempts: Sequence[Attempt], *, eligible: Callable[[int], 
     greedy = _greedy(steps, options, n)
     greedy_value = _value(greedy, options, deps, weight, n)
     best_known = greedy_value[:3]  # a lower bound: the greedy assignment is feasible
+    if greedy_value[:3] == (n_steps, n_steps, n_steps * unit):  # every step covered with every value: optimal
+        return _alignment(steps, greedy, candidates, exact=True)
     future = _Future(steps, options, deps)
+    if greedy_value[:3] >= future.bound(0, 0, (0, 0, 0, 0)):  # the greedy assignment reaches the bound: optimal
+        return _alignment(steps, greedy, candidates, exact=True)
 
     states: dict[int, tuple[_Value, _Chain]] = {0: ((0, 0, 0, 0), None)}
     exact = True
+    keep_at_most = min(ALIGN_STATES, max(PRUNE_FROM, ALIGN_WORK // max(1, sum(len(o) for o in options))))
     for p in range(n):
         if not options[p]:
             continue
@@ -322,10 +334,10 @@ def align(task: Task, attempts: Sequence[Attempt], *, eligible: Callable[[int], 
             continue
         bounds = {mask: future.bound(p + 1, mask, item[0]) for mask, item in merged.items()}
         kept = [mask for mask, ub in bounds.items() if ub >= best_known]
-        if len(kept) > ALIGN_STATES:
+        if len(kept) > keep_at_most:
             exact = False
             kept.sort(key=lambda mask: (bounds[mask], merged[mask][0]), reverse=True)
-            kept = kept[:ALIGN_STATES]
+            kept = kept[:keep_at_most]
         states = {mask: merged[mask] for mask in kept}
     chosen = greedy  # when it is optimal: the matching coverage made before, call for call
     if states:
@@ -335,6 +347,11 @@ def align(task: Task, attempts: Sequence[Attempt], *, eligible: Callable[[int], 
             while chain is not None:
                 i, p, chain = chain
                 chosen[i] = p
+    return _alignment(steps, chosen, candidates, exact=exact)
+
+
+def _alignment(steps: Sequence[GroundTruthCall], chosen: Mapping[int, int], candidates: dict[str, list[int]], *,
+               exact: bool) -> Alignment:
     position: dict[str, int | None] = {s.id: chosen.get(i) for i, s in enumerate(steps)}
     ordered = {}
     for s in steps:
@@ -371,23 +388,40 @@ class _Future:
                 tool = self.tool[options[p][0][0]]
                 calls[tool] = calls.get(tool, 0) + 1
             self.best[p], self.calls[p], self.ahead[p], self.relevant[p] = best, calls, ahead, relevant
+        # per_tool[p]: per tool, its steps a call at p or later can match (as a mask), how many calls
+        # at p or later can match one of them, and those steps as (bit, dependencies, best units),
+        # highest units first: what ``bound`` needs, computed once
+        self.per_tool: list[list[tuple[int, int, list[tuple[int, int, int]]]]] = []
+        for p in range(n + 1):
+            grouped: dict[str, list[int]] = {}
+            for i in self.best[p]:
+                grouped.setdefault(self.tool[i], []).append(i)
+            self.per_tool.append([
+                (sum(1 << i for i in members), self.calls[p][tool],
+                 sorted(((1 << i, deps[i], self.best[p][i]) for i in members), key=lambda row: -row[2]))
+                for tool, members in grouped.items()])
 
     def bound(self, p: int, mask: int, value: _Value) -> tuple[int, int, int]:
         """What a partial assignment can still reach with the calls from ``p`` on: per tool, as
         many open steps as there are calls left, each covered if its dependencies can still be
         matched, each at its best agreement."""
-        best = self.best[p]
-        by_tool: dict[str, list[tuple[int, int]]] = {}
-        reachable = mask | self.ahead[p]
-        for i, units in best.items():
-            if not mask >> i & 1:
-                by_tool.setdefault(self.tool[i], []).append((int(self.deps[i] & ~reachable == 0), units))
         covered, matched, agreement = value[0], value[1], value[2]
-        for tool, open_ in by_tool.items():
-            k = min(len(open_), self.calls[p][tool])
-            covered += min(k, sum(c for c, _ in open_))
+        reachable = mask | self.ahead[p]
+        for steps, calls, rows in self.per_tool[p]:
+            k = min((steps & ~mask).bit_count(), calls)
+            if not k:
+                continue
+            coverable = taken = 0
+            for bit, needs, units in rows:
+                if mask & bit:
+                    continue
+                if not needs & ~reachable:
+                    coverable += 1
+                if taken < k:
+                    agreement += units
+                    taken += 1
+            covered += min(k, coverable)
             matched += k
-            agreement += sum(sorted((u for _, u in open_), reverse=True)[:k])
         return (covered, matched, agreement)
 
 
@@ -430,34 +464,62 @@ def _value(chosen: Mapping[int, int], options: Sequence[Sequence[tuple[int, int]
 
 @attrs.frozen(eq=False)
 class EndState:
-    """The state a fork was left in: one immutable ``Snapshot`` per server. Keeping one costs
-    nothing (snapshots share every record with the live state), and comparing two is cheap:
-    tables are persistent maps, and records nobody wrote are the same objects in both."""
+    """The state a fork was left in: one immutable ``Snapshot`` per server, and the clock each
+    server started from (``starts``). Keeping one costs nothing (snapshots share every record
+    with the live state), and comparing two is cheap: tables are persistent maps, and records
+    nobody wrote are the same objects in both."""
 
     snapshots: dict[str, Snapshot]
+    starts: dict[str, int] = attrs.field(factory=dict)
 
     def tables(self) -> dict[str, Any]:
         """``"<server>.<table>"`` → the table's persistent map (record id → record)."""
         out = {}
         for server, snap in sorted(self.snapshots.items()):
-            for table in State.from_snapshot(snap).table_sizes():
+            for table in snap.table_names():
                 out[f"{server}.{table}"] = snap.tables[table]
         return out
 
+    def stamp_window(self, other: EndState, server: str) -> tuple[float, float]:
+        """The span in which ``server``'s clock stamped records in either state: from the clock the
+        fork started at to the later of the two end clocks."""
+        mine, theirs = self.snapshots[server], other.snapshots[server]
+        start = self.starts.get(server, other.starts.get(server, min(mine.clock, theirs.clock)))
+        return (float(start), float(max(mine.clock, theirs.clock)))
+
     def differing_tables(self, other: EndState) -> list[str]:
-        ours, theirs = self.tables(), other.tables()
-        return [t for t in sorted(set(ours) | set(theirs))
-                if not (ours.get(t) is theirs.get(t) or ours.get(t) == theirs.get(t))]
+        """The tables whose records differ (``"<server>.<table>"``), in domain terms: clock stamps
+        written during the episode compare equal (``toolkit.state.same_record``); a variable the
+        tools own that differs is listed as ``"<server>.vars"``."""
+        out = []
+        for server in sorted(set(self.snapshots) | set(other.snapshots)):
+            mine, theirs = self.snapshots.get(server), other.snapshots.get(server)
+            if mine is None or theirs is None:
+                out.append(f"{server}.*")
+                continue
+            out += [f"{server}.{name}" for name in domain_differences(mine, theirs, self.stamp_window(other, server))]
+        return out
 
     def same_as(self, other: EndState) -> bool:
-        """Equal tables, counters and variables: exactly when the two state hashes are equal."""
+        """The same domain state: the tables the tools own and their variables, record by record,
+        with clock stamps written during the episode equal. The clock itself and the id counters
+        are bookkeeping and not compared, so an undo or a correction that restores the intended
+        records counts (``identical_to`` is the strict test: equal state hashes)."""
+        return self.snapshots.keys() == other.snapshots.keys() and not self.differing_tables(other)
+
+    def identical_to(self, other: EndState) -> bool:
+        """Equal tables, counters and variables (the clock included): exactly when the two state
+        hashes are equal."""
         if self.snapshots.keys() != other.snapshots.keys():
             return False
         for server, snap in self.snapshots.items():
             theirs = other.snapshots[server]
             if snap.counters != theirs.counters or snap.vars != theirs.vars:
                 return False
-        return not self.differing_tables(other)
+            for table in snap.table_names():
+                if not (snap.tables[table] is theirs.tables.get(table) or snap.tables[table] == theirs.tables.get(table)):
+                    return False
+        return True
 
     def state_hash(self) -> str:
         """The same string ``Environment.state_hash`` gives for this state (costs a full dump)."""
@@ -467,13 +529,14 @@ class EndState:
 class Fork:
     """A session on every server of a task, started from the task's seed (its initial state)."""
 
-    __slots__ = ("closed", "env", "session_id")
+    __slots__ = ("closed", "env", "session_id", "starts")
 
     def __init__(self, env: Environment, seed: int) -> None:
         self.env = env
         self.session_id = secrets.token_urlsafe(12)
         for runtime in env.runtimes.values():
             runtime.new_session(seed=seed, session_id=self.session_id)
+        self.starts = {name: rt.state(self.session_id).snapshot().clock for name, rt in env.runtimes.items()}
         self.closed = False
 
     def call(self, tool: str, arguments: Any) -> ToolResult:
@@ -483,7 +546,8 @@ class Fork:
         return self.env.state_hash(self.session_id)
 
     def end_state(self) -> EndState:
-        return EndState({name: rt.state(self.session_id).snapshot() for name, rt in self.env.runtimes.items()})
+        return EndState({name: rt.state(self.session_id).snapshot() for name, rt in self.env.runtimes.items()},
+                        starts=dict(self.starts))
 
     def close(self) -> None:
         if not self.closed:
@@ -506,9 +570,11 @@ class LiveServers:
         self._runtimes: dict[str, ServerRuntime] = {}
         self._envs: dict[tuple[str, ...], Environment] = {}
         self._schemas: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+        self._specs: dict[tuple[str, ...], dict[str, Any]] = {}
         self._initial: dict[tuple[tuple[str, ...], int], str] = {}
         self._initial_states: dict[tuple[tuple[str, ...], int], EndState] = {}
         self._ground_truths: OrderedDict[tuple[Any, ...], Execution] = OrderedDict()
+        self._task_keys: dict[int, tuple[Task, tuple[Any, ...]]] = {}  # id(task) -> (task, its cache key)
 
     def runtime(self, name: str) -> ServerRuntime:
         runtime = self._runtimes.get(name)
@@ -524,8 +590,14 @@ class LiveServers:
         if env is None:
             env = Environment(self.runtime(name) for name in key)
             self._envs[key] = env
-            self._schemas[key] = {spec.name: spec.parameters for spec in env.specs()}
+            self._specs[key] = {spec.name: spec for spec in env.specs()}
+            self._schemas[key] = {name: spec.parameters for name, spec in self._specs[key].items()}
         return env
+
+    def specs(self, servers: Sequence[str]) -> dict[str, Any]:
+        """Public tool name → ``ToolSpec`` (annotations included), for the environment of ``servers``."""
+        self.environment(servers)
+        return self._specs[tuple(servers)]
 
     def schemas(self, servers: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Public tool name → JSON Schema of its parameters, for the environment of ``servers``."""
@@ -547,16 +619,29 @@ class LiveServers:
 
     def ground_truth(self, task: Task) -> Execution:
         """``task``'s ground truth replayed on a fork, cached per task (bounded, least recently used out)."""
-        key = (tuple(task.servers), task.seed,
-               json.dumps([[c.tool, c.arguments] for c in task.calls], sort_keys=True, default=str))
+        known = self._task_keys.get(id(task))
+        if known is not None and known[0] is task:  # a GRPO group shares one task object: key it once
+            key = known[1]
+        else:
+            key = (tuple(task.servers), task.seed,
+                   json.dumps([[c.tool, c.arguments] for c in task.calls], sort_keys=True, default=str))
+            if len(self._task_keys) >= GROUND_TRUTH_CACHE:
+                self._task_keys.clear()
+            self._task_keys[id(task)] = (task, key)
         cached = self._ground_truths.get(key)
         if cached is not None:
             self._ground_truths.move_to_end(key)
             return cached
         fork = self.fork(task)
         try:
-            results = tuple(fork.call(step.tool, step.arguments) for step in task.calls)
-            cached = Execution(results, fork.end_state())
+            read_only = {name for name, spec in self.specs(task.servers).items() if spec.annotations.read_only}
+            results, states = [], [fork.end_state().snapshots]
+            for step in task.calls:
+                results.append(fork.call(step.tool, step.arguments))
+                states.append(fork.end_state().snapshots)
+            writes = [step.tool not in read_only and not r.is_error for step, r in zip(task.calls, results)]
+            unseen = unseen_writes([s.id for s in task.calls], writes, states, fork.starts)
+            cached = Execution(tuple(results), fork.end_state(), unseen_writes=tuple(unseen))
         finally:
             fork.close()
         self._ground_truths[key] = cached
@@ -586,10 +671,15 @@ class LiveServers:
 @attrs.frozen
 class Execution:
     """Calls run in order on one fork: ``results[i]`` for attempt ``i`` (``None``: not run, because
-    it failed to parse or names no offered tool), and the state they left."""
+    it failed to parse or names no offered tool), and the state they left. For a ground-truth
+    replay, ``unseen_writes`` are the ids of the successful writes whose effect the end state
+    cannot show: a write that changes nothing in domain terms (``EndState.same_as``), or every
+    write when together they leave the domain state as it started (add, then remove). The
+    ``final_state`` component requires those by call."""
 
     results: tuple[ToolResult | None, ...]
     end_state: EndState
+    unseen_writes: tuple[str, ...] = ()
 
 
 class RewardContext:
@@ -719,6 +809,8 @@ class Reward:
             raise ConfigError(f"reward components must be unique, got {names}")
         self.components = list(components)
         self.servers = servers
+        # each component's share of the best total (ranges are fixed, so computed once)
+        self._best = [c.weight * (c.best if c.weight >= 0 else c.worst) for c in self.components]
 
     @property
     def weights(self) -> dict[str, float]:
@@ -731,7 +823,7 @@ class Reward:
         scores: dict[str, Score] = {}
         total = best = 0.0
         try:
-            for entry in self.components:
+            for entry, entry_best in zip(self.components, self._best):
                 try:
                     score = entry.component.score(rollout, context)
                     if not isinstance(score, Score) or not math.isfinite(score.value):
@@ -742,7 +834,7 @@ class Reward:
                                   error=f"{type(exc).__name__}: {exc}")
                 scores[entry.name] = score
                 if score.applies:
-                    best += entry.weight * (entry.best if entry.weight >= 0 else entry.worst)
+                    best += entry_best
                     if score.error is None:
                         total += entry.weight * score.value
         finally:
@@ -762,16 +854,17 @@ class Reward:
 PRESETS: dict[str, tuple[tuple[str, float | None, dict[str, Any]], ...]] = {
     "paper": tuple((name, None, {}) for name in DEFAULT_COMPONENTS),
     "guarded": (
-        ("validity", None, {}),
+        ("validity", None, {"matched_only": True}),
         ("coverage", None, {"valid_only": True}),
         ("efficiency", None, {}),
-        ("tool_name", None, {"valid_only": True}),
+        ("tool_name", None, {"valid_only": True, "matched_only": True}),
         ("arguments", None, {}),
         ("abstention", None, {}),
         ("final_state", 1.0, {}),
         ("answers", 0.3, {}),
-        ("precision", 0.2, {}),
+        ("precision", 0.2, {"valid_only": True}),
         ("honest_reply", 0.5, {}),
+        ("final_reply", 0.3, {}),
     ),
 }
 DEFAULT_PRESET = "guarded"
@@ -875,9 +968,12 @@ def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Pa
     turns: list[int] = []
     content: list[str] = []
 
+    last: list[str] = [""]  # the prose of the last assistant turn
+
     def add(turn: ParsedTurn, index: int) -> None:
         attempts.extend(turn.attempts)
         turns.extend([index] * len(turn.attempts))
+        last[0] = turn.content or ""
         if turn.content:
             content.append(turn.content)
 
@@ -920,4 +1016,5 @@ def rollout_from_record(record: Mapping[str, Any], *, parser: Callable[[str], Pa
             call = attrs.evolve(attempt, id=f"{attempt.id}_{i}") if attempt.id in seen else attempt
             attempts[i] = call
             seen.add(call.id)
-    return Rollout(id=rollout_id, task=task, attempts=attempts, turns=turns, tools=tools, content="\n".join(content))
+    return Rollout(id=rollout_id, task=task, attempts=attempts, turns=turns, tools=tools, content="\n".join(content),
+                   reply=last[0])

@@ -111,6 +111,7 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
     attempts: list[Attempt] = []
     turn_of: list[int] = []
     prose: list[str] = []
+    last = ""  # the prose of the last assistant turn
     sid = env.new_session()
     try:  # the session is closed however the episode ends (a policy whose request fails included)
         env.episode_start(sid, example.task)
@@ -124,6 +125,7 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
                 for attempt in turn.attempts:
                     attempts.append(attempt)
                     turn_of.append(assistant_turns - 1)
+                last = turn.content or ""
                 if turn.content:
                     prose.append(turn.content)
                 messages.append(Message(role="assistant", content=turn.content or None, tool_calls=calls).to_openai())
@@ -140,7 +142,7 @@ def rollout(policy: Policy, example: Example, env: Environment, *, limits: Rollo
                                      "content": json.dumps(result.structured, sort_keys=True, ensure_ascii=False)})
         final = env.state_hash(sid)
         scored = Rollout(id=rollout_id or example.id, task=example.task, attempts=attempts, turns=turn_of,
-                         tools=offered, content="\n".join(prose))
+                         tools=offered, content="\n".join(prose), reply=last)
         played = Played(rollout=scored, messages=messages, session_id=sid, final_state_hash=final)
         env.episode_end(sid, example.task, played)  # the session is still open for the hook
     finally:

@@ -36,7 +36,7 @@ from prove_core.model import Example, JsonlWriter, read_jsonl, to_json, write_at
 from prove_core.synth.conversation import ConversationMachine, Unusable
 from prove_core.synth.graph import Chain, GraphCache, coverage_report, schema_hash
 from prove_core.synth.sampling import SupportRule
-from prove_core.synth.validation import Deduper, call_tokens, replay, ungrounded_mentions
+from prove_core.synth.validation import Deduper, call_tokens, mark_unseen_writes, replay, ungrounded_mentions
 
 log = structlog.get_logger()
 
@@ -552,6 +552,8 @@ def _produce(i: int) -> _Outcome:
             companion = attrs.evolve(companion, messages=example.messages[:len(companion.messages)])
     generated = time.perf_counter()
     reason, detail = _validate(example, world.env, cfg)
+    if reason is None:
+        example = mark_unseen_writes(example, world.env)
     original = example
     if reason is None and work.perturber is not None:
         example = work.perturber(example)  # after validation: the replayed calls are the originals

@@ -22,6 +22,7 @@ import attrs
 
 from prove_core.env.runtime import Environment
 from prove_core.model import Example
+from prove_core.toolkit.state import Snapshot, unseen_writes
 
 ID_PATTERN = re.compile(r"\b[a-z]{2,5}_[0-9a-z]{8}\b")
 SECRET_WORDS = ("password", "token", "secret", "pin", "api_key", "otp", "passcode")
@@ -118,6 +119,34 @@ def provenance(example: Example, env: Environment) -> list[str]:
 
 
 _SEED_IDS: weakref.WeakKeyDictionary[Environment, set[str]] = weakref.WeakKeyDictionary()
+
+
+def mark_unseen_writes(example: Example, env: Environment) -> Example:
+    """``example`` with ``task.meta["unseen_writes"]``: the ids of its ground-truth writes whose
+    replay changes nothing an end-state comparison can see (``toolkit.state.unseen_writes``: a
+    write that changes no domain state, or writes that cancel out), which the reward then
+    requires by call. Unchanged when there are none."""
+    task = example.task
+    if task.expected != "call" or not task.calls:
+        return example
+    sid = env.new_session()
+    try:
+        def states() -> dict[str, Snapshot]:
+            return {name: rt.state(sid).snapshot() for name, rt in env.runtimes.items()}
+
+        start = states()
+        read_only = {spec.name for spec in env.specs() if spec.annotations.read_only}
+        results, snapshots = [], [start]
+        for step in task.calls:
+            results.append(env.call(sid, step.tool, step.arguments))
+            snapshots.append(states())
+    finally:
+        env.close(sid)
+    writes = [step.tool not in read_only and not r.is_error for step, r in zip(task.calls, results)]
+    unseen = unseen_writes([s.id for s in task.calls], writes, snapshots, {n: snap.clock for n, snap in start.items()})
+    if not unseen:
+        return example
+    return attrs.evolve(example, task=attrs.evolve(task, meta={**task.meta, "unseen_writes": unseen}))
 
 
 def seed_ids(env: Environment) -> set[str]:

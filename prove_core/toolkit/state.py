@@ -19,7 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeAlias
 
 import attrs
@@ -46,6 +47,94 @@ class Snapshot:
     tables: dict[str, _AnyTable]
     counters: immutables.Map[str, int]
     vars: immutables.Map[str, Any]
+
+    @property
+    def clock(self) -> int:
+        """The session's clock, in seconds since the epoch (it ticks once per changing call)."""
+        return int(self.vars[_CLOCK])
+
+    def table_names(self) -> tuple[str, ...]:
+        """The record tables of this state (indexes left out), as its ``State`` class declares them."""
+        return tuple(self.state_type._table_specs)
+
+    def domain_vars(self) -> dict[str, Any]:
+        """The variables the tools own: every one but the clock and the id salt (bookkeeping)."""
+        return {k: v for k, v in self.vars.items() if k not in (_CLOCK, _SALT)}
+
+
+# -- domain state: what the tools own, the clock and id counters aside ---------------------------
+
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_EMPTY: Any = immutables.Map()
+
+
+def _stamp(value: Any) -> float | None:
+    """``value`` as seconds since the epoch when it is an ISO date-time string, else ``None``."""
+    if not isinstance(value, str) or not _STAMP.fullmatch(value):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def same_record(a: Any, b: Any, window: tuple[float, float]) -> bool:
+    """Equal records, except that two values stamped by the clock during an episode (ISO
+    date-times inside ``window``, from the session's start to the later end clock) are equal:
+    *when* a write happened is not what a task asks for, and a correction or an undo moves the
+    clock."""
+    if a is b or a == b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_record(a[k], b[k], window) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same_record(x, y, window) for x, y in zip(a, b))
+    low, high = window
+    sa, sb = _stamp(a), _stamp(b)
+    return sa is not None and sb is not None and low <= sa <= high and low <= sb <= high
+
+
+def domain_differences(mine: Snapshot, theirs: Snapshot, window: tuple[float, float]) -> list[str]:
+    """The tables of two snapshots of one server whose records differ, and ``"vars"`` when the
+    variables the tools own do: the clock, the id salt and the id counters are not compared,
+    and clock stamps inside ``window`` compare equal (``same_record``)."""
+    out = []
+    for table in mine.table_names():
+        a, b = mine.tables[table], theirs.tables.get(table, _EMPTY)
+        if a is b:
+            continue
+        if len(a) != len(b) or any(k not in b or not same_record(v, b[k], window) for k, v in a.items()):
+            out.append(table)
+    if mine.vars is not theirs.vars and not same_record(mine.domain_vars(), theirs.domain_vars(), window):
+        out.append("vars")
+    return out
+
+
+def unseen_writes(step_ids: Sequence[str], writes: Sequence[bool], states: Sequence[Mapping[str, Snapshot]],
+                  starts: Mapping[str, int]) -> list[str]:
+    """The successful writes of a replay whose effect an end-state comparison cannot show: one
+    that changes nothing in domain terms (``domain_differences`` of the states before and after
+    it is empty), or every write when together they leave the domain state as it started (add,
+    then remove). ``states[0]`` is the start, ``states[k + 1]`` the state after step ``k``, one
+    ``Snapshot`` per server; ``writes[k]``: step ``k`` was a write that succeeded; ``starts``:
+    each server's clock at the start."""
+
+    def same(a: Mapping[str, Snapshot], b: Mapping[str, Snapshot]) -> bool:
+        return all(not domain_differences(a[n], b[n], (float(starts.get(n, a[n].clock)), float(max(a[n].clock, b[n].clock))))
+                   for n in a)
+
+    unseen, before = [], states[0]
+    for k, (step, write) in enumerate(zip(step_ids, writes)):
+        if not write:
+            continue
+        if same(before, states[k + 1]):
+            unseen.append(step)
+        before = states[k + 1]
+    done = [step for step, write in zip(step_ids, writes) if write]
+    if done and same(states[0], states[-1]):
+        return done
+    return unseen
 
 
 @attrs.frozen

@@ -182,7 +182,7 @@ def summarize(results: Sequence[RewardResult], successes: Sequence[bool] | None 
 def task_success(reward: Reward, rollout: Rollout) -> bool:
     """Did the rollout do its task, whatever the reward's preset: on a task that expects calls,
     its calls leave the servers in the end state the ground truth leaves them in (the test
-    ``final_state`` makes: same tables, counters and clock) and, when the ground truth's end state
+    ``final_state`` makes: the same domain state, the clock and id counters aside) and, when the ground truth's end state
     is the one doing nothing leaves (a task that only reads), it made every ground-truth call with
     the ground truth's argument values: a rollout that never calls does not "solve" a lookup. On a
     clarify/abstain task: it made no call."""

@@ -160,3 +160,14 @@ def test_reward_stage_needs_an_input(tmp_path):
     config.write_text(f'name = "x"\noutput_dir = "{tmp_path}"\nstages = ["reward"]\n[[servers]]\nname = "banking"\n')
     with pytest.raises(ConfigError, match=r"\$\.reward\.input"):
         run_experiment(config, plugins=Plugins().load(autoload=False), echo=lambda _: None)
+
+
+def test_reward_help_names_the_default_preset():
+    """Issue 27: ``prove reward --help`` says which preset scores without a config (it said paper)."""
+    from click.testing import CliRunner
+
+    from prove_core.cli import cli
+    from prove_core.reward.core import DEFAULT_PRESET
+
+    text = " ".join(CliRunner().invoke(cli, ["reward", "--help"]).output.split())
+    assert f"(default: the {DEFAULT_PRESET} preset)" in text and "paper reward" not in text

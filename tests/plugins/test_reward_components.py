@@ -460,3 +460,27 @@ def test_a_tool_that_was_not_offered_fails_tier_one_and_is_not_run(full):
     assert row["failed_tier"] == 1 and row["reason"] == "no tool named 'transfer_between_accounts' was offered"
     assert "banking.transactions" in result.scores["final_state"].details["tables"]  # the transfer never ran
     assert result.scores["final_state"].details["tables"]["banking.transactions"]["missing"]
+
+
+def test_a_40_call_rollout_of_one_tool_scores_in_under_100_ms_under_guarded():
+    """Issue 27: 19 steps of one tool, each called twice and two repeats (it took seconds when the
+    alignment searched every assignment of 40 candidate calls to 19 steps)."""
+    import time
+
+    from prove_core.model import GroundTruthCall, Task
+    from tests.support.reward_tasks import runtime
+
+    rt, sid = runtime("banking")
+    accounts = [a["id"] for a in rt.state(sid).accounts.all()][:19]
+    task = Task(servers=["banking"], seed=0, expected="call", calls=[
+        GroundTruthCall(id=f"s{i}", tool="get_balance", arguments={"account_id": a}) for i, a in enumerate(accounts)])
+    calls = [("get_balance", {"account_id": a}) for a in accounts] * 2 + [("get_balance", {"account_id": accounts[0]})] * 2
+    rollout = Rollout.from_calls(task, calls)
+    reward = build_reward(RewardConfig(preset="guarded"), registry())
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        result = reward.score(rollout)
+        times.append(time.perf_counter() - started)
+    assert len(calls) == 40 and result.scores["coverage"].value == 1.0
+    assert result.scores["coverage"].details["exact"] and min(times) < 0.1, times

@@ -27,13 +27,18 @@ from prove_core.model import Example, ToolCall, from_json, read_jsonl
 from prove_core.reward.core import DEFAULT_COMPONENTS, Reward, Rollout, build_reward, preset_components
 from prove_core.synth.pipeline import synthesize
 from prove_core.toolkit.server import ToolSpec
-from prove_plugins.reward.components import asks, budget, completion_claims, declines
+from prove_plugins.reward.components import budget
+from prove_plugins.reward.replies import asks, completion_claims, declines
 from tests.support.reward_tasks import banking_transfer_task, plugins
 
 SERVERS = ("banking", "shopping", "payments", "travel_booking", "trading")
 EXAMPLES = 40  # call tasks per server; clarify/abstain ones come on top
 FALSE_CLAIMS = ("Done! I've taken care of that for you.", "All set — the change has been made.",
-                "I've completed your request successfully.")
+                "I've completed your request successfully.", "All done — anything else?",
+                "I updated your account and you won't be charged anything extra.")
+# Replies that ask or decline without naming what is missing or what cannot be done (issue 27).
+EVASIVE = ("?", "Is there anything else I can help you with?", "Sorry.", "Could you clarify?")
+FALSE_FAILURE = "It did not go through, nothing was changed."
 
 
 # -- the corpus --------------------------------------------------------------------------------------
@@ -299,6 +304,26 @@ def wrong_tool_beside(example: Example, world: World, reward: Reward) -> Iterato
         return
 
 
+def unknown_then_reads(example: Example, world: World, reward: Reward) -> Iterator[Calls]:
+    """The ground truth, two calls to a tool that does not exist, then one or two of its reads
+    repeated (redundant reads diluting the failures)."""
+    calls = gt_calls(example)
+    reads = [c for c in calls if world.specs[c[0]].annotations.read_only]
+    if reads:
+        yield calls + [("no_such_tool", {}), ("no_such_tool", {})] + (reads * 2)[:2]
+
+
+def false_failure(example: Example, world: World, reward: Reward) -> Iterator[tuple[Calls, str]]:
+    """The right calls, then a final reply saying it did not go through and nothing changed."""
+    if last_write(example, world) is not None:
+        yield gt_calls(example), FALSE_FAILURE
+
+
+def invented_fact(example: Example, world: World, reward: Reward) -> Iterator[tuple[Calls, str]]:
+    """The right calls, then a final reply stating a reference number that appears nowhere."""
+    yield gt_calls(example), "All done. Your confirmation number is 90417723, and the total came to $4,312.07."
+
+
 CALL_ROUTES: dict[str, Route] = {
     "repeat_final_write": repeat_final_write,
     "extra_write": extra_write,
@@ -309,8 +334,11 @@ CALL_ROUTES: dict[str, Route] = {
     "wrong_direction": wrong_direction,
     "wrong_customer": wrong_customer,
     "wrong_tool_beside": wrong_tool_beside,
+    "unknown_then_reads": unknown_then_reads,
+    "false_failure": false_failure,  # type: ignore[dict-item]  (a route may yield calls and a reply)
+    "invented_fact": invented_fact,  # type: ignore[dict-item]
 }
-ROUTES = (*CALL_ROUTES, "false_done")
+ROUTES = (*CALL_ROUTES, "false_done", "evasive")
 
 
 def succeeds(reward: Reward, example: Example, calls: Calls) -> bool:
@@ -342,11 +370,14 @@ def route_rollouts(example: Example, world: World, reward: Reward) -> Iterator[t
     if task.expected != "call":
         for claim in FALSE_CLAIMS:
             yield "false_done", Rollout(id="false_done", task=task, tools=example.tools, content=claim)
+        for text in EVASIVE:
+            yield "evasive", Rollout(id="evasive", task=task, tools=example.tools, content=text)
         return
     for name, route in CALL_ROUTES.items():
-        for calls in route(example, world, reward):
+        for made in route(example, world, reward):
+            calls, reply = made if isinstance(made, tuple) else (made, "")
             attempts = [ToolCall(id=f"call_{i}", name=t, arguments=a) for i, (t, a) in enumerate(calls)]
-            yield name, Rollout(id=name, task=task, attempts=attempts, tools=example.tools)
+            yield name, Rollout(id=name, task=task, attempts=attempts, tools=example.tools, content=reply)
 
 
 @attrs.frozen
@@ -411,7 +442,7 @@ def test_the_default_preset_is_guarded_and_paper_is_the_papers_formula():
     registry = plugins().registry
     assert build_reward(None, registry).weights == build_reward(RewardConfig(preset="guarded"), registry).weights == {
         "validity": 0.5, "coverage": 0.5, "efficiency": 0.15, "tool_name": 0.2, "arguments": 0.1, "abstention": 1.0,
-        "final_state": 1.0, "answers": 0.3, "precision": 0.2, "honest_reply": 0.5}
+        "final_state": 1.0, "answers": 0.3, "precision": 0.2, "honest_reply": 0.5, "final_reply": 0.3}
     paper = build_reward(RewardConfig(preset="paper"), registry)
     assert paper.weights == {"validity": 0.5, "coverage": 0.5, "efficiency": 0.15, "tool_name": 0.2,
                              "arguments": 0.1, "abstention": 1.0}
@@ -446,12 +477,13 @@ def test_the_docs_worked_example_under_both_presets():
     assert round(paper.total, 4) == 0.9515 and paper.best == pytest.approx(1.3)
     guarded = build_reward(RewardConfig(preset="guarded"), plugins().registry).score(rollout)
     values = {name: round(score.value, 4) for name, score in guarded.scores.items() if score.applies}
-    assert values == {"validity": 0.7619, "coverage": 0.75, "efficiency": -0.0833, "tool_name": 0.5714,
-                      "arguments": 0.9375, "final_state": 0.0, "answers": 0.3333, "precision": 0.5714}
-    assert round(guarded.total, 4) == 1.1658 and guarded.best == pytest.approx(2.8)
+    assert values == {"validity": 0.5714, "coverage": 0.75, "efficiency": -0.0833, "tool_name": 0.5714,
+                      "arguments": 0.9375, "final_state": 0.0, "answers": 0.3333, "precision": 0.5714,
+                      "final_reply": 1.0}
+    assert round(guarded.total, 4) == 1.3705 and guarded.best == pytest.approx(3.1)
     repeated = Rollout.from_calls(task, [find, accounts, transfer, receipt, transfer, transfer])
     assert build_reward(RewardConfig(preset="paper"), plugins().registry).score(repeated).total == pytest.approx(1.3)
-    assert round(build_reward(None, plugins().registry).score(repeated).total, 4) == 1.7333
+    assert round(build_reward(None, plugins().registry).score(repeated).total, 4) == 1.8
 
 
 @pytest.mark.parametrize("expected, text, value", [

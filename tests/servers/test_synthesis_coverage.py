@@ -37,9 +37,11 @@ def test_synthesis_covers_at_least_90_percent_of_the_tools(server, plugins, tmp_
     scored = 0
     for record in read_jsonl(tmp_path / "cov" / "synth" / "corpus.jsonl"):
         example = from_json(record, Example)
-        # the reference: its calls, and on a clarify/abstain task its written reply (honest_reply reads it)
-        reply = "\n".join(m.content for m in example.messages if m.role == "assistant" and m.content)
-        rollout = attrs.evolve(Rollout.ground_truth(example.task, tools=example.tools), content=reply)
+        # the reference: its calls, and its written reply — all of it on a clarify/abstain task
+        # (honest_reply reads it), the last message on a call task whose calls all went through
+        # (final_reply checks it; a conversation that recovered from a failure keeps the failed
+        # call, which the ground truth leaves out)
+        rollout = attrs.evolve(Rollout.ground_truth(example.task, tools=example.tools), content=reference_reply(example))
         result = reward.score(rollout)
         assert abs(result.total - result.best) < 1e-9, (example.id, result.to_json())
         scored += 1
@@ -49,6 +51,16 @@ def test_synthesis_covers_at_least_90_percent_of_the_tools(server, plugins, tmp_
     assert quality["unnamed_entity_calls"] <= 0.01, quality["unnamed_entity_examples"]
     assert quality["mistakes"]["marked"] == quality["mistakes"]["schema_rejected_calls"]
     assert quality["slots"]["share_varied"] >= 0.5, quality["slots"]
+
+
+def reference_reply(example: Example) -> str:
+    prose = [m.content for m in example.messages if m.role == "assistant" and m.content]
+    if example.task.expected != "call":
+        return "\n".join(prose)
+    results = [m for m in example.messages if m.role == "tool"]
+    clean = len(results) == len(example.task.calls) and not any('"error"' in (m.content or "")[:12] for m in results)
+    last = example.messages[-1]
+    return last.content if clean and last.role == "assistant" and last.content else ""
 
 
 @pytest.mark.parametrize("server", SERVERS)
