@@ -8,6 +8,7 @@ sentence shapes so the corpus is not one sentence pattern repeated. The LLM teac
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -120,8 +121,10 @@ UPDATED = ("The {field} of {desc} is now {new} (it was {old}).", "{Desc}: {field
 UPDATED_STATUS = ("{Desc} is now {new}.", "{Desc} is {new} now (it was {old}).", "I've marked {desc} as {new}.",
                   "{Desc} went from {old} to {new}.")
 DELETED = ("{Desc} is {verbed}.", "I've {verbed} {desc}.", "{Desc} has been {verbed}.", "{Desc} is gone now.")
-UNCHANGED = ("Nothing needed changing — it was already that way.", "It was already set like that, so nothing changed.",
-             "That's how it already was; nothing changed.")
+UNCHANGED = ("That was already the case, so I left it as it is.", "It was already set that way.",
+             "That's how it already was.")
+UPDATED_BARE = ("I've updated the {field} of {desc}.", "{Desc} has its {field} updated.", "The {field} of {desc} is changed.")
+UPDATED_NEW = ("The {field} of {desc} is now {new}.", "{Desc} now has {field} {new}.", "{Field} on {desc}: now {new}.")
 PAST = {"send": "sent", "pay": "paid", "make": "made", "set": "set", "put": "put", "write": "written", "freeze": "frozen",
         "leave": "left", "buy": "bought", "get": "got", "run": "run", "begin": "begun", "take": "taken", "give": "given",
         "cancel": "cancelled", "stop": "stopped", "ship": "shipped", "submit": "submitted", "pin": "pinned",
@@ -484,9 +487,34 @@ def _listed(fact: Any, one: str, item: dict[str, Any], rng: random.Random) -> st
     return f"{described} ({', '.join(facts)})" if facts else described
 
 
-def _desc(change: Any, record: dict[str, Any] | None) -> str:
+def shown(value: Any, seen: str) -> bool:
+    """Whether ``value`` appears in the conversation so far (``seen``: its user turns and tool
+    results): a reply only states what the assistant could know."""
+    if isinstance(value, bool) or value is None:
+        return True
+    if isinstance(value, int | float):
+        return abs(float(value)) in _numbers(seen)
+    return str(value) in seen
+
+
+@functools.lru_cache(maxsize=64)
+def _numbers(seen: str) -> frozenset[float]:
+    return frozenset(abs(float(t.replace(",", ""))) for t in re.findall(r"-?\d[\d,]*(?:\.\d+)?", seen)
+                     if t.replace(",", "").replace("-", "").replace(".", "", 1).isdigit())
+
+
+def _desc(change: Any, record: dict[str, Any] | None, seen: str, *, default: str | None = None) -> str:
+    """How the reply names a changed record: as a person would, by details the conversation
+    showed; else by its id when that was shown; else by its kind."""
     record = record or {}
-    return describe(change.entity, record) or f"{noun(change.entity)} {change.id}"
+    described = describe(change.entity, record)
+    details = [v for k, v in record.items() if isinstance(v, str) and len(v) >= 3 and v != change.id
+               and k not in KIND_FIELDS]  # what singles it out ("ending 4821", its name), not its kind
+    if described and any(v in described and json.dumps(v, ensure_ascii=False) in seen for v in details):
+        return described
+    if change.id in seen:
+        return f"{noun(change.entity)} {change.id}"
+    return default or f"the {noun(change.entity)}"
 
 
 def _changed(fact: Any, rng: random.Random) -> list[str]:
@@ -516,7 +544,8 @@ def _changed(fact: Any, rng: random.Random) -> list[str]:
                                              done={"created": "created", "deleted": "removed", "updated": "updated"}[kind]))
     record = flat(fact.data) if isinstance(fact.data, dict) else {}
     for key in fact.answers:  # what the write's result tells beside the changes (a new total)
-        if key in record and _usable(fact, key, record[key]) and not any(key in c.fields for c in fact.changes):
+        if key in record and _usable(fact, key, record[key]) and not any(key in c.fields for c in fact.changes) \
+                and not (key == "status" and any(c.kind == "created" for c in fact.changes)):
             said.append(rng.choice(MORE_FIELD).format(field=_field(key), Field=_cap(_field(key)),
                                                       value=_say(key, record[key], record, rng)))
     return said
@@ -525,16 +554,17 @@ def _changed(fact: Any, rng: random.Random) -> list[str]:
 def _one_change(fact: Any, change: Any, rng: random.Random) -> list[str]:
     if change.kind == "created":
         record = change.after or {}
-        desc = describe(change.entity, record) or f"a new {noun(change.entity)}"
-        desc = rng.choice((f"{desc} ({change.id})", f"{desc}, id {change.id},", desc))
+        desc = _desc(change, record, fact.seen, default=f"a new {noun(change.entity)}")
+        if change.id in fact.seen and change.id not in desc:
+            desc = rng.choice((f"{desc} ({change.id})", f"{desc}, id {change.id},", desc))
         frames = CREATED if fact.verb in CREATING else MADE_TOO  # else a record made along the way
         text = rng.choice(frames).format(verbed=past(fact.verb), desc=desc, Desc=_cap(desc), noun=noun(change.entity))
         status = record.get("status")
-        if isinstance(status, str) and "status" not in fact.hidden and rng.random() < 0.7:
+        if isinstance(status, str) and "status" not in fact.hidden and shown(status, fact.seen) and rng.random() < 0.7:
             text = text.rstrip(".,") + f" — its status is {humanize(status)}."
         return [text.replace(",.", ".")]
     if change.kind == "deleted":
-        desc = _desc(change, change.before)
+        desc = _desc(change, change.before, fact.seen)
         word = past(fact.verb) if fact.verb in ("delete", "remove", "cancel", "archive", "clear", "discard", "leave",
                                                  "withdraw", "unsubscribe", "unfollow", "revoke") else "removed"
         return [rng.choice(DELETED).format(verbed=word, desc=desc, Desc=_cap(desc))]
@@ -568,7 +598,7 @@ def _leaves(key: str, old: Any, new: Any, path: tuple[str, ...] = ()) -> list[tu
 
 def _updated(fact: Any, change: Any, rng: random.Random) -> list[str]:
     before, after = change.before or {}, change.after or {}
-    desc = _desc(change, after)
+    desc = _desc(change, after, fact.seen)
     said: list[str] = []
     pairs: list[tuple[str, str, Any, Any]] = []  # (what it is part of, field, old, new)
     for key in change.fields:
@@ -577,7 +607,8 @@ def _updated(fact: Any, change: Any, rng: random.Random) -> list[str]:
         old, new = before.get(key), after.get(key)
         if isinstance(new, dict) and old is None:
             parts = [f"{_field(k)} {value_forms(k, v, new)[0]}" for k, v in new.items()
-                     if not isinstance(v, list | dict) and v is not None and not k.endswith("_id") and k not in fact.hidden][:3]
+                     if not isinstance(v, list | dict) and v is not None and not k.endswith("_id") and k not in fact.hidden
+                     and shown(v, fact.seen)][:3]
             said.append(f"{_cap(desc)} now has a {_field(key)}" + (f": {', '.join(parts)}." if parts else "."))
         elif isinstance(old, dict) and new is None:
             said.append(f"{_cap(desc)} no longer has a {_field(key)}.")
@@ -591,6 +622,13 @@ def _updated(fact: Any, change: Any, rng: random.Random) -> list[str]:
         if isinstance(new, bool):
             phrase = phrase.removeprefix("is ")
             said.append(_cap(f"{thing} is now {phrase}." if new else f"{thing} is no longer {phrase}."))
+            continue
+        if not shown(new, fact.seen):  # a value the conversation never showed is not stated
+            said.append(rng.choice(UPDATED_BARE).format(field=phrase, desc=thing, Desc=_cap(thing)))
+            continue
+        if old is not None and not shown(old, fact.seen):
+            said.append(rng.choice(UPDATED_NEW).format(field=phrase, Field=_cap(phrase), desc=thing, Desc=_cap(thing),
+                                                       new=_say(key, new, after, rng)))
             continue
         old_text = "nothing" if old is None else _say(key, old, before, rng)
         new_text = "nothing" if new is None else _say(key, new, after, rng)

@@ -141,6 +141,7 @@ class Reported:
     hidden: frozenset[str]
     entity: str | None  # the kind of record it reads first
     verb: str  # the first word of the tool's name
+    seen: str = ""  # the conversation's tool results and call arguments so far: what a reply may state
 
 
 @attrs.frozen(kw_only=True)
@@ -1163,7 +1164,15 @@ class _Writer:
         return Reported(tool=step.public_name, data=data, args=dict(step.args), read_only=read_only,
                         answers=answers, listing=listing, changes=tuple(step.changes),
                         hidden=sensitive_fields(step.tool), entity=entity,
-                        verb=step.tool.name.split("_")[0])
+                        verb=step.tool.name.split("_")[0],
+                        seen=self._seen())
+
+    def _seen(self) -> str:
+        """What a reply may state as fact: the conversation's tool results and call arguments (the
+        episode a reward checks a reply against)."""
+        parts = [m.content or "" for m in self.messages if m.role == "tool"]
+        parts += [json.dumps(c.arguments, ensure_ascii=False) for m in self.messages for c in m.tool_calls]
+        return "\n".join(parts)
 
 
 _FIX = re.compile(r"(?:^|[;:,(—]\s*|\.\s+)((?:[^;:,.()—]|\.(?=\d))*?\bfirst)\s*(?:$|[.;,)!])", re.I)

@@ -177,12 +177,12 @@ def value_forms(field: str, value: Any, record: Mapping[str, Any] | None = None)
         if is_money(field, value):
             currency = record.get("currency") if isinstance(record.get("currency"), str) else None
             sign = "-" if value < 0 else ""
-            text = f"{abs(value):,.2f}"
+            text = f"{abs(value):,.2f}" if round(value, 2) == value else f"{abs(value):,.6f}".rstrip("0")  # 0.5725 stays
             if currency in SIGNS:
                 return [f"{sign}{SIGNS[currency]}{text}", f"{sign}{text} {currency}"]
             return [f"{sign}{text} {currency}" if currency else f"{sign}{text}"]
-        text = f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) and not value.is_integer() \
-            else str(int(value))
+        text = f"{value:.6f}".rstrip("0").rstrip(".") if isinstance(value, float) and not value.is_integer() \
+            else str(int(value))  # as the result gives it: 37.6213 stays 37.6213
         if words(field) & {"percent", "pct", "percentage"}:
             return [f"{text}%", f"{text} percent"]
         suffix = unit(field)

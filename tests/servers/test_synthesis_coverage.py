@@ -4,6 +4,7 @@ the corpus is one to train on: every example has an assistant turn, every clarif
 example ends with a written reply, no call guesses an entity, values vary, mistakes are marked,
 and a hidden tool is always one the first request needs."""
 
+import json
 import random
 
 import attrs
@@ -53,12 +54,20 @@ def test_synthesis_covers_at_least_90_percent_of_the_tools(server, plugins, tmp_
     assert quality["slots"]["share_varied"] >= 0.5, quality["slots"]
 
 
+def _failed(content: str | None) -> bool:
+    try:
+        data = json.loads(content or "null")
+    except ValueError:
+        return False
+    return isinstance(data, dict) and isinstance(data.get("code"), str) and "message" in data
+
+
 def reference_reply(example: Example) -> str:
     prose = [m.content for m in example.messages if m.role == "assistant" and m.content]
     if example.task.expected != "call":
         return "\n".join(prose)
     results = [m for m in example.messages if m.role == "tool"]
-    clean = len(results) == len(example.task.calls) and not any('"error"' in (m.content or "")[:12] for m in results)
+    clean = len(results) == len(example.task.calls) and not any(_failed(m.content) for m in results)
     last = example.messages[-1]
     return last.content if clean and last.role == "assistant" and last.content else ""
 
