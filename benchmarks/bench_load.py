@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -511,6 +512,8 @@ def proxy_load(servers: Sequence[str], *, workers: int, sessions: int, duration:
     sessions through the proxy, then the replay check (end states read through the proxy's
     control API) and where the sessions lived (each backend's own count: every session on
     exactly one process)."""
+    import httpx
+
     from prove_core.serve.fleet import Fleet
 
     pool = moves(environment(servers, seed))
@@ -532,23 +535,26 @@ def proxy_load(servers: Sequence[str], *, workers: int, sessions: int, duration:
                 if part["live"]:
                     hashes[server][sid] = part["state_hash"]
         control.close_connection()
-        homes: dict[str, list[int]] = {sid: [] for sid in loaded.logs}  # backends holding each session
-        for i, (backend_port, _) in enumerate(fleet.backends):
-            direct = SessionClient(f"http://127.0.0.1:{backend_port}", token=token)
+        # Where each session lives: the worker that answers its state (X-Prove-Worker; a worker passes a
+        # request on to the owner), and each worker's own count of live sessions: a session split over
+        # two processes would make the counts add up to more than the sessions read.
+        homes: dict[str, list[int]] = {sid: [] for sid in loaded.logs}
+        with httpx.Client(timeout=30, headers={"authorization": f"Bearer {token}"}) as http:
             for sid in loaded.logs:
-                try:
-                    state = direct.state(sid)
-                except SessionNotFound:
-                    continue
-                if any(part["live"] for part in state["servers"].values()):
-                    homes[sid].append(i)
-            direct.close_connection()
+                reply = http.get(f"http://127.0.0.1:{port}/sessions/{urllib.parse.quote(sid, safe='')}/state")
+                if reply.status_code == 200:
+                    homes[sid].append(int(reply.headers["x-prove-worker"]))
+            counts = [http.get(f"http://127.0.0.1:{backend_port}/sessions").json()["servers"]
+                      for backend_port, _ in fleet.backends]
+        extra = sum(sum(c[server]["sessions"] for c in counts) - len(hashes[server]) for server in servers)
         problem = fleet.dead()
         logs = [path.read_text(errors="replace") for path in sorted(fleet.workdir.glob("backend-*.log"))]
     errors = [line for log in logs for line in server_errors(log)] + ([problem] if problem else [])
     mismatches = replay_check(servers, loaded.logs, hashes, seed=seed)
     split = sorted(sid for sid, where in homes.items() if len(where) > 1)
     mismatches += [f"{sid}: live on backends {homes[sid]} (a session must live on one process)" for sid in split]
+    if extra:
+        mismatches.append(f"the workers hold {extra} live sessions more than the sessions read: some live on two processes")
     per_backend = [sum(where == [i] for where in homes.values()) for i in range(workers)]
     return {"load": loaded.summary(), "workers": workers, "mismatches": len(mismatches),
             "mismatch_examples": mismatches[:5], "sessions_per_backend": per_backend,
