@@ -29,6 +29,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import attrs
 import structlog
 from fastmcp import FastMCP
@@ -464,6 +465,85 @@ def http_app(mcp: FastMCP, *, token: str | None = None, path: str = "/mcp",
     return HostGuard(guarded, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
 
+STDIO_DRAIN_S = 60.0  # at stdin's end, how long calls in flight may still take (with no call deadline)
+
+
+class StdioDrain:
+    """Between the stdio transport and the MCP server: when stdin ends, the server's loop would
+    cancel every call still running (the SDK treats EOF as "the caller is gone"), and a client
+    that writes its last requests and closes stdin would lose their answers. So the server sees
+    stdin's end only once every request read has been answered; a call still running after
+    ``drain_s`` gets a JSON-RPC error saying so, and nothing else after it. It is also the
+    server's write stream (it notes which requests were answered)."""
+
+    def __init__(self, read_stream: Any, write_stream: Any, drain_s: float) -> None:
+        self.outer_read, self.outer_write, self.drain_s = read_stream, write_stream, drain_s
+        self._send, self.read = anyio.create_memory_object_stream[Any](0)
+        self.pending: dict[Any, None] = {}
+        self.reported: set[Any] = set()
+
+    async def pump(self) -> None:
+        from mcp_types import JSONRPCRequest
+
+        async with self._send:
+            async for item in self.outer_read:
+                message = getattr(item, "message", None)
+                if isinstance(message, JSONRPCRequest):
+                    self.pending[message.id] = None
+                await self._send.send(item)
+            with anyio.move_on_after(self.drain_s):
+                while self.pending:
+                    await anyio.sleep(0.01)
+            for rid in list(self.pending):
+                await self._report(rid)
+
+    async def _report(self, rid: Any) -> None:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import ErrorData, JSONRPCError
+
+        self.reported.add(rid)
+        self.pending.pop(rid, None)
+        log.warning("call cut off at stdin's end", request_id=rid, waited_s=self.drain_s)
+        await self.outer_write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=ErrorData(
+            code=-32603, message=f"stdin closed while this call was running and it did not finish within "
+                                 f"{self.drain_s:g} s: the server stopped; its effect on the session is unknown"))))
+
+    async def send(self, item: Any) -> None:
+        rid = getattr(getattr(item, "message", None), "id", None)
+        if rid is not None and rid in self.reported:
+            return  # answered as cut off already
+        await self.outer_write.send(item)
+        if rid is not None:  # only once it is out: the server cancels what still runs when it sees the end
+            self.pending.pop(rid, None)
+
+    async def aclose(self) -> None:
+        await self.outer_write.aclose()
+
+    async def __aenter__(self) -> StdioDrain:
+        await self.outer_write.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.outer_write.__aexit__(*exc)
+
+
+async def serve_stdio(mcp: FastMCP, drain_s: float = STDIO_DRAIN_S) -> None:
+    """Serve ``mcp`` over stdin/stdout (fastmcp's stdio runner, with ``StdioDrain`` between the
+    transport and the server: every call in flight when stdin closes is answered or reported)."""
+    from fastmcp.server.context import reset_transport, set_transport
+    from mcp.server.stdio import stdio_server
+
+    token = set_transport("stdio")
+    try:
+        async with mcp._lifespan_manager(), stdio_server() as (read_stream, write_stream):
+            drain = StdioDrain(read_stream, write_stream, drain_s)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain.pump)
+                await mcp._mcp_server.run(drain.read, drain, mcp._mcp_server.create_initialization_options())
+    finally:
+        reset_transport(token)
+
+
 @attrs.frozen(kw_only=True)
 class HttpLimits:
     """What a client of the HTTP transport may take: ``header_timeout_s`` to send a request's
@@ -559,7 +639,9 @@ def serve(
             member.attach(runtimes)
     mcp = build_app(runtimes, tools=tools, member=member)
     if transport == "stdio":
-        mcp.run(transport="stdio", show_banner=False)
+        drain_s = max((rt.call_timeout_s or 0.0) for rt in runtimes) + 5.0 if all(
+            rt.call_timeout_s for rt in runtimes) else STDIO_DRAIN_S
+        anyio.run(serve_stdio, mcp, drain_s)
         return
     import uvicorn
 
