@@ -151,6 +151,10 @@ http {{
             proxy_next_upstream error;  # only a worker that could not be reached: any other passes the request on
             error_page 502 504 = @prove_down;
         }}
+        location /_prove/ {{                    # worker to worker only (serve.member), never from outside
+            default_type application/json;
+            return 404 '{{"code": "NOT_FOUND", "reason": "NOT_FOUND", "message": "no such path"}}';
+        }}
         location @prove_down {{
             default_type application/json;
             return 503 '{down}';

@@ -30,7 +30,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from prove_core.env.runtime import ServerRuntime, ToolResult
-from prove_core.errors import ErrorCode
+from prove_core.errors import ErrorCode, InvalidArgument
+from prove_core.serve.fastlane import check_session_id
 from prove_core.serve.fleet import FLEET_ENV, TRANSPORT_PREFIX, journal_path, lost_path, owner_of, read_ids
 
 log = structlog.get_logger()
@@ -171,7 +172,11 @@ class FleetMember:
             except (ValueError, KeyError, TypeError):
                 return JSONResponse({"code": ErrorCode.INVALID_ARGUMENT.value, "reason": "BAD_FLEET_CALL",
                                      "message": "not a fleet call"}, status_code=400)
-            if not isinstance(sid, str) or not self.mine(sid):
+            try:
+                check_session_id(sid, "session_id")
+            except InvalidArgument as exc:
+                return JSONResponse(exc.to_dict(), status_code=400)
+            if not self.mine(sid):
                 return JSONResponse({"code": ErrorCode.INVALID_ARGUMENT.value, "reason": "WRONG_WORKER",
                                      "message": f"worker {self.index} does not hold this session"}, status_code=421)
             result = await runtime.acall(sid, tool, arguments)

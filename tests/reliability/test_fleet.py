@@ -156,6 +156,9 @@ def test_every_way_of_naming_a_session_reaches_the_one_process_that_holds_it(tmp
             assert [d["structuredContent"].get("code") for d in defaults] == [None] + ["CONFLICT"] * 3
             homes = {sid: home_of(client, base, sid) for sid in [*seeded, *chosen, "default"]}
             assert all(home == owner_of(sid, 2) for sid, home in homes.items()), homes
+            inside = client.post(f"{base}/_prove/call", json={"server": "banking", "tool": "list_cards",
+                                                              "session_id": seeded[0], "arguments": {}})
+            assert inside.status_code == 404  # the workers' own path is not reachable through the proxy
             twin = control.fork(seeded[0])  # a fork lives beside its parent
             assert route_key(twin) == route_key(seeded[0]) and home_of(client, base, twin) == homes[seeded[0]]
             control.reset(chosen[0], seed=3)
