@@ -121,7 +121,8 @@ class FleetMember:
             import httpx
 
             headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
-            self._client = httpx.AsyncClient(timeout=self.timeout, headers=headers,
+            self._client = httpx.AsyncClient(timeout=self.timeout, headers=headers,  # retries: connecting only
+                                             transport=httpx.AsyncHTTPTransport(retries=1),
                                              limits=httpx.Limits(max_keepalive_connections=64))
         return self._client
 

@@ -88,6 +88,11 @@ def test_state_changing_requests_need_a_json_body_that_no_page_can_send_unasked(
             assert reply.status_code == 415 and reply.json()["reason"] == "UNSUPPORTED_MEDIA_TYPE", reply.text
         empty = http.post(f"{base}/sessions", content=b"", headers={"content-type": "application/json"})
         assert empty.status_code == 400 and empty.json()["reason"] == "BAD_BODY"
+        for path in ("/sessions/%FF%FE/state", "/sessions/a%C3/reset"):  # not UTF-8 once unquoted
+            reply = http.request("GET" if path.endswith("state") else "POST", base + path, json={})
+            assert reply.status_code == 400 and reply.json()["reason"] == "BAD_SESSION_ID", reply.text
+        lone = http.post(f"{base}/sessions", content=b'{"id": "x\\udc80"}', headers={"content-type": "application/json"})
+        assert lone.status_code == 400 and lone.json()["reason"] == "BAD_JSON", lone.text
         sid = http.post(f"{base}/sessions", json={}).json()["id"]
         for action in ("reset", "fork"):
             reply = http.post(f"{base}/sessions/{sid}/{action}", content=b"", headers={"content-type": "text/plain"})
