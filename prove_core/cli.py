@@ -191,7 +191,9 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
 
     Send the session id in the request's _meta.session_id (or the X-Prove-Session header over
     HTTP); calls without one share the 'default' session. A new id opens a fresh session; the id of
-    a session that expired or was evicted gets SESSION_EXPIRED (unless --recreate-expired).
+    a session that expired or was evicted gets SESSION_EXPIRED (unless --recreate-expired), a
+    closed one SESSION_CLOSED. SIGTERM, SIGINT and SIGHUP stop the server (with --workers: nginx
+    and every worker).
     """
     import math
 
