@@ -90,6 +90,9 @@ def nginx_config(*, listen: str, backends: Sequence[str], workdir: str | Path, w
     down = json.dumps({"code": "UNAVAILABLE", "reason": "WORKER_UNAVAILABLE",
                        "message": "the worker process for this request is not answering (it stopped and is being "
                                   "restarted; sessions it held are lost): retry shortly, then start new sessions"})
+    busy = json.dumps({"code": "RESOURCE_EXHAUSTED", "reason": "TOO_MANY_CONNECTIONS",
+                       "message": f"the server serves {max_connections} connections at once: retry shortly, or start "
+                                  "prove serve with a larger --max-connections"})
     return f"""# Written by prove serve --workers: one prove serve process per backend (prove_core.serve.fleet).
 daemon off;
 worker_processes {worker_processes};
@@ -110,7 +113,8 @@ http {{
     client_max_body_size 16m;
     client_header_timeout {header_timeout_s:g}s;
     client_body_timeout {body_timeout_s:g}s;
-    limit_conn_zone $server_name zone=prove_conns:1m;
+    map $host $prove_everyone {{ default "all"; }}  # one key for every client: a bound on them all
+    limit_conn_zone $prove_everyone zone=prove_conns:1m;
     limit_conn_status 503;
 
     # The route key: the X-Prove-Session header up to its first dot, else the id in a
@@ -150,10 +154,15 @@ http {{
             proxy_read_timeout 3600s;
             proxy_next_upstream error;  # only a worker that could not be reached: any other passes the request on
             error_page 502 504 = @prove_down;
+            error_page 503 = @prove_busy;      # limit_conn's refusal
         }}
         location /_prove/ {{                    # worker to worker only (serve.member), never from outside
             default_type application/json;
             return 404 '{{"code": "NOT_FOUND", "reason": "NOT_FOUND", "message": "no such path"}}';
+        }}
+        location @prove_busy {{
+            default_type application/json;
+            return 503 '{busy}';
         }}
         location @prove_down {{
             default_type application/json;

@@ -53,6 +53,7 @@ def test_route_keys_and_the_configuration():
     assert "hash $prove_route;" in conf and conf.count("max_fails=0") == 4  # the hash group and one pinned each
     assert "proxy_next_upstream error;" in conf and "listen 127.0.0.1:9000;" in conf
     assert "client_header_timeout 10s;" in conf and "limit_conn prove_conns 4096;" in conf
+    assert "limit_conn_zone $prove_everyone" in conf  # one key for all: an empty key would count nothing
 
 
 @needs_nginx
@@ -287,3 +288,29 @@ def test_prove_serve_on_a_busy_port_says_so_in_one_line_before_serving(tmp_path)
             lines = done.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: ") and str(port) in lines[0], done.stderr
             assert "serving" not in done.stderr and "Traceback" not in done.stderr
+
+
+@needs_nginx
+def test_the_proxy_bounds_open_connections_with_a_typed_503():
+    with Fleet(["banking"], workers=2, port=free_port(), env=ENV, max_connections=2, body_timeout_s=5) as fleet:
+        held = []
+        try:
+            for _ in range(2):  # two requests in progress (their bodies still coming)
+                conn = socket.create_connection(("127.0.0.1", fleet.port), timeout=5)
+                conn.sendall(b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 50\r\n\r\n{")
+                held.append(conn)
+            time.sleep(0.5)
+            with httpx.Client(timeout=10) as client:
+                refused = client.get(fleet.url.removesuffix("/mcp") + "/sessions")
+                assert refused.status_code == 503 and refused.json()["reason"] == "TOO_MANY_CONNECTIONS"
+                for conn in held:
+                    conn.close()
+                held.clear()
+                deadline = time.monotonic() + 10
+                while client.get(fleet.url.removesuffix("/mcp") + "/sessions").status_code != 200:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+        finally:
+            for conn in held:
+                conn.close()
