@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -464,10 +465,11 @@ ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION, "io.modelcon
 
 async def drive_http(url: str, token: str, pool: dict[str, list[Move]], *, sessions: int, connections: int = 8,
                      duration: float = 20.0, max_calls: int | None = None, seed: int = 0,
-                     prefix: str | None = None) -> Run:
+                     prefix: str | None = None, header: bool = True) -> Run:
     """``sessions`` concurrent sessions as raw streamable-HTTP ``tools/call`` requests (the 2026
-    era), each carrying its session id in the ``X-Prove-Session`` header (what a proxy routes by)
-    and in ``_meta.session_id``, over at most ``connections`` keep-alive connections."""
+    era), each carrying its session id in ``_meta.session_id`` and (with ``header``) in the
+    ``X-Prove-Session`` header (what a proxy routes by), over at most ``connections`` keep-alive
+    connections."""
     import httpx
 
     run = Run()
@@ -489,8 +491,8 @@ async def drive_http(url: str, token: str, pool: dict[str, list[Move]], *, sessi
                         "params": {"name": move.tool, "arguments": move.args, "_meta": {**ENVELOPE, "session_id": sid}}}
                 t0 = time.perf_counter()
                 try:
-                    response = await client.post(url, json=body, headers={**base, "mcp-name": move.tool,
-                                                                           "x-prove-session": sid})
+                    named = {"x-prove-session": sid} if header else {}
+                    response = await client.post(url, json=body, headers={**base, "mcp-name": move.tool, **named})
                     result = response.json()["result"]
                 except Exception as exc:  # noqa: BLE001 - counted; the outcome of this call is unknown
                     run.unhandled.append(f"{sid} {move.tool}: {type(exc).__name__}: {exc}")
@@ -505,12 +507,15 @@ async def drive_http(url: str, token: str, pool: dict[str, list[Move]], *, sessi
 
 def proxy_load(servers: Sequence[str], *, workers: int, sessions: int, duration: float = 20.0,
                max_calls: int | None = None, connections: int = 8, seed: int = 0,
-               serve_args: Sequence[str] = ()) -> dict[str, Any]:
+               serve_args: Sequence[str] = (), header: bool = True) -> dict[str, Any]:
     """The scale-out deployment under load: ``workers`` ``prove serve`` processes behind nginx
     (``prove_core.serve.fleet``, as ``prove serve --workers`` runs it), ``sessions`` concurrent
     sessions through the proxy, then the replay check (end states read through the proxy's
-    control API) and where the sessions lived (each backend's own count: every session on
-    exactly one process)."""
+    control API) and where the sessions lived (each worker's own count: every session on
+    exactly one process). Without ``header`` the calls name their session in ``_meta`` only, so
+    the workers pass on what nginx sent elsewhere."""
+    import httpx
+
     from prove_core.serve.fleet import Fleet
 
     pool = moves(environment(servers, seed))
@@ -520,7 +525,7 @@ def proxy_load(servers: Sequence[str], *, workers: int, sessions: int, duration:
     port = free_port()
     with Fleet([*servers, "--seed", str(seed), *serve_args], workers=workers, port=port, env=env) as fleet:
         loaded = asyncio.run(drive_http(fleet.url, token, pool, sessions=sessions, connections=connections,
-                                        duration=duration, max_calls=max_calls, seed=seed))
+                                        duration=duration, max_calls=max_calls, seed=seed, header=header))
         control = SessionClient(f"http://127.0.0.1:{port}", token=token)
         hashes: dict[str, dict[str, str]] = {server: {} for server in servers}
         for sid in loaded.logs:
@@ -532,23 +537,26 @@ def proxy_load(servers: Sequence[str], *, workers: int, sessions: int, duration:
                 if part["live"]:
                     hashes[server][sid] = part["state_hash"]
         control.close_connection()
-        homes: dict[str, list[int]] = {sid: [] for sid in loaded.logs}  # backends holding each session
-        for i, (backend_port, _) in enumerate(fleet.backends):
-            direct = SessionClient(f"http://127.0.0.1:{backend_port}", token=token)
+        # Where each session lives: the worker that answers its state (X-Prove-Worker; a worker passes a
+        # request on to the owner), and each worker's own count of live sessions: a session split over
+        # two processes would make the counts add up to more than the sessions read.
+        homes: dict[str, list[int]] = {sid: [] for sid in loaded.logs}
+        with httpx.Client(timeout=30, headers={"authorization": f"Bearer {token}"}) as http:
             for sid in loaded.logs:
-                try:
-                    state = direct.state(sid)
-                except SessionNotFound:
-                    continue
-                if any(part["live"] for part in state["servers"].values()):
-                    homes[sid].append(i)
-            direct.close_connection()
+                reply = http.get(f"http://127.0.0.1:{port}/sessions/{urllib.parse.quote(sid, safe='')}/state")
+                if reply.status_code == 200:
+                    homes[sid].append(int(reply.headers["x-prove-worker"]))
+            counts = [http.get(f"http://127.0.0.1:{backend_port}/sessions").json()["servers"]
+                      for backend_port, _ in fleet.backends]
+        extra = sum(sum(c[server]["sessions"] for c in counts) - len(hashes[server]) for server in servers)
         problem = fleet.dead()
         logs = [path.read_text(errors="replace") for path in sorted(fleet.workdir.glob("backend-*.log"))]
     errors = [line for log in logs for line in server_errors(log)] + ([problem] if problem else [])
     mismatches = replay_check(servers, loaded.logs, hashes, seed=seed)
     split = sorted(sid for sid, where in homes.items() if len(where) > 1)
     mismatches += [f"{sid}: live on backends {homes[sid]} (a session must live on one process)" for sid in split]
+    if extra:
+        mismatches.append(f"the workers hold {extra} live sessions more than the sessions read: some live on two processes")
     per_backend = [sum(where == [i] for where in homes.values()) for i in range(workers)]
     return {"load": loaded.summary(), "workers": workers, "mismatches": len(mismatches),
             "mismatch_examples": mismatches[:5], "sessions_per_backend": per_backend,
@@ -638,6 +646,8 @@ def main() -> None:
                         help="also run the proxy phase: this many prove serve processes behind nginx (prove serve "
                              "--workers), the sessions through the proxy")
     parser.add_argument("--proxy-sessions", type=int, default=512, help="concurrent sessions of the proxy phase")
+    parser.add_argument("--proxy-meta-only", action="store_true",
+                        help="run the proxy phase again with the session id in _meta only (the workers route it)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["mcp", "threads", "soak"], help="phases to leave out")
     parser.add_argument("--soak-rounds", type=int, default=10)
     parser.add_argument("--soak-sessions", type=int, default=256)
@@ -660,6 +670,11 @@ def main() -> None:
         results["proxy"] = proxy_load(servers, workers=ns.workers, sessions=ns.proxy_sessions, duration=ns.duration,
                                       serve_args=serve_args)
         report_proxy(results["proxy"], len(servers))
+        if ns.proxy_meta_only:
+            results["proxy_meta_only"] = proxy_load(servers, workers=ns.workers, sessions=ns.proxy_sessions,
+                                                    duration=ns.duration, serve_args=serve_args, header=False)
+            print("  _meta only (no X-Prove-Session):")
+            report_proxy(results["proxy_meta_only"], len(servers))
     if "threads" not in ns.skip:
         results["threads"] = thread_load(servers, sessions=ns.sessions, threads=ns.threads, duration=ns.duration,
                                          baseline=True)

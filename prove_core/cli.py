@@ -213,25 +213,35 @@ def servers_call(name: str, tool: str, args_json: str, seed: int) -> None:
               help="HTTP: every request through fastmcp's own pipeline with SSE replies (no JSON replies, no "
                    "tools/call fast lane): the speed baseline, or to rule the fast lane out.")
 @click.option("--workers", default=1, show_default=True, type=int,
-              help="HTTP: run this many prove serve processes behind nginx (which must be installed), each "
-                   "session pinned to one process by its X-Prove-Session header (docs/serving.md).")
+              help="HTTP: run this many prove serve processes behind nginx (which must be installed); every "
+                   "request of a session reaches the process holding it, however the session is named (docs/serving.md).")
+@click.option("--header-timeout", default=10.0, show_default=True, type=float,
+              help="HTTP: seconds a client may take to send a request's headers (then the connection is closed).")
+@click.option("--body-timeout", default=30.0, show_default=True, type=float,
+              help="HTTP: seconds a client may pause while sending a request's body (then 408).")
+@click.option("--max-connections", default=1024, show_default=True, type=int,
+              help="HTTP: open client connections at most (past it a request gets 503).")
 @click.pass_context
 def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: str, port: int, seed: int,
               token: str | None, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...], ttl: float,
               max_sessions: int, evict_lru: bool, recreate_expired: bool, call_timeout: float, plain_http: bool,
-              workers: int) -> None:
+              workers: int, header_timeout: float, body_timeout: float, max_connections: int) -> None:
     """Serve one or more servers over MCP. Several are mounted with <server>_ prefixes;
     SERVER:TOOL,TOOL publishes only those tools of SERVER.
 
     Send the session id in the request's _meta.session_id (or the X-Prove-Session header over
     HTTP); calls without one share the 'default' session. A new id opens a fresh session; the id of
-    a session that expired or was evicted gets SESSION_EXPIRED (unless --recreate-expired).
+    a session that expired or was evicted gets SESSION_EXPIRED (unless --recreate-expired), a
+    closed one SESSION_CLOSED. SIGTERM, SIGINT and SIGHUP stop the server (with --workers: nginx
+    and every worker).
     """
     import math
 
     from prove_core.config import SessionsConfig
     from prove_core.env.runtime import build_runtime
-    from prove_core.serve.app import HostGuard, parse_mount, published_tools, serve
+    from prove_core.errors import ConfigError
+    from prove_core.serve.app import HostGuard, HttpLimits, parse_mount, published_tools, serve
+    from prove_core.serve.fleet import port_free
 
     mounts = dict(parse_mount(arg) for arg in names)
     if len(mounts) != len(names):
@@ -255,15 +265,26 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
             token = None
         if allow_hosts or allow_origins or plain_http or workers != 1:
             raise ProveError("--allow-host, --allow-origin, --plain-http and --workers apply to --transport http only")
+    try:
+        limits = HttpLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+                            max_connections=max_connections)
+    except ConfigError as exc:
+        raise ProveError(str(exc).replace("header_timeout_s", "--header-timeout").replace(
+            "body_timeout_s", "--body-timeout").replace("max_connections", "--max-connections")) from None
     sessions = SessionsConfig(ttl_s=ttl, max_sessions=max_sessions, call_timeout_s=call_timeout or None,
                               evict_lru=evict_lru, recreate_expired=recreate_expired)
     runtimes = [build_runtime(_server(n), seed=seed, sessions=sessions) for n in mounts]
     published_tools(runtimes, mounts)  # unknown tool names, colliding prefixed names: refused before serving
     HostGuard(None, allowed_hosts=allow_hosts, allowed_origins=allow_origins)  # malformed entries: likewise
+    busy = port_free(host, port) if transport == "http" else None
+    if busy is not None:  # before anything says "serving"
+        raise ProveError(busy)
     if transport == "http" and workers > 1:
         from prove_core.serve.fleet import WILDCARD_HOSTS
 
-        _serve_fleet(names, workers=workers, host=host, port=port, token=token, args=[
+        _serve_fleet(names, workers=workers, host=host, port=port, token=token, limits=limits, args=[
+            "--header-timeout", str(header_timeout), "--body-timeout", str(body_timeout),
+            "--max-connections", str(max_connections),
             "--seed", str(seed), "--ttl", str(ttl), "--max-sessions", str(max_sessions), "--call-timeout",
             str(call_timeout), *(["--evict-lru"] if evict_lru else []), *(["--recreate-expired"] if recreate_expired else []),
             *(["--plain-http"] if plain_http else []), *[f"--allow-host={h}" for h in allow_hosts],
@@ -272,7 +293,7 @@ def serve_cmd(ctx: click.Context, names: tuple[str, ...], transport: str, host: 
     if transport == "http":
         click.echo(f"serving {', '.join(mounts)} on http://{host}:{port}/mcp", err=True)
     serve(runtimes, transport=transport, host=host, port=port, token=token, allowed_hosts=allow_hosts,
-          allowed_origins=allow_origins, tools=mounts, plain_http=plain_http)
+          allowed_origins=allow_origins, tools=mounts, plain_http=plain_http, limits=limits)
 
 
 @cli.group("openenv")
@@ -314,19 +335,36 @@ def openenv_serve(names: tuple[str, ...], corpus: str | None, config: str | None
     serve(served, host=host, port=port, max_concurrent_envs=max_envs, allowed_hosts=allow_hosts)
 
 
+class _Stop(Exception):
+    """SIGTERM or SIGHUP reached ``prove serve --workers``: stop the deployment."""
+
+
 def _serve_fleet(names: tuple[str, ...], *, workers: int, host: str, port: int, token: str | None,
-                 args: list[str]) -> None:
-    """``prove serve --workers N``: N backends behind nginx until Ctrl-C or one of them stops."""
+                 limits: Any, args: list[str]) -> None:
+    """``prove serve --workers N``: N workers behind nginx until SIGINT, SIGTERM or SIGHUP (each
+    stops nginx and every worker) or nginx stops; a worker that dies is restarted empty."""
+    import signal
+
     from prove_core.serve.fleet import Fleet
 
-    fleet = Fleet([*names, *args], workers=workers, host=host, port=port, env={"PROVE_TOKEN": token} if token else None)
-    with fleet:
-        click.echo(f"serving {', '.join(names)} on http://{host}:{port}/mcp: {workers} processes behind nginx "
-                   "(send each session's id in the X-Prove-Session header)", err=True)
-        try:
-            fleet.wait()
-        except KeyboardInterrupt:
-            pass
+    def stop(signum: int, _frame: Any) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
+    fleet = Fleet([*names, *args], workers=workers, host=host, port=port, env={"PROVE_TOKEN": token} if token else None,
+                  header_timeout_s=limits.header_timeout_s, body_timeout_s=limits.body_timeout_s,
+                  max_connections=limits.max_connections)
+    try:
+        fleet.start()
+        click.echo(f"serving {', '.join(names)} on http://{host}:{port}/mcp: {workers} processes behind nginx", err=True)
+        fleet.wait()
+    except (KeyboardInterrupt, _Stop):
+        pass
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # a second signal must not cut the stop short
+            signal.signal(signum, signal.SIG_IGN)
+        fleet.stop()
 
 
 @cli.command("audit")

@@ -22,6 +22,7 @@ class ErrorCode(str, enum.Enum):  # noqa: UP042 -- a StrEnum would change str() 
     UNKNOWN_TOOL = "UNKNOWN_TOOL"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     INTERNAL = "INTERNAL"
+    UNAVAILABLE = "UNAVAILABLE"  # serving: the process holding a session is not answering
 
 
 class ToolError(Exception):

@@ -2,11 +2,13 @@
 
 ``ServerRuntime`` holds one server's sessions. ``call(session_id, tool, args)`` is the fast
 path synthesis, rewards and rollouts use: look the session up (an id never seen gets a fresh
-session from the seed; an id whose session expired or was evicted gets SESSION_EXPIRED, unless
-the runtime re-creates such ids), validate the arguments against the published JSON Schema (a
-tool that checks its own, ``ToolDef.raw_arguments``, gets them as sent, unchecked), run the tool
-atomically (a tool that raises leaves the state as it was), and return a ``ToolResult``.
-The MCP path calls this same method, so both paths give the same result or the same error.
+session from the seed; an id whose session ended gets a typed error instead: SESSION_EXPIRED
+when it expired or was evicted, unless the runtime re-creates such ids, SESSION_CLOSED when a
+client closed it, SESSION_LOST when its process died), validate the arguments against the
+published JSON Schema (a tool that checks its own, ``ToolDef.raw_arguments``, gets them as sent,
+unchecked), run the tool atomically (a tool that raises leaves the state as it was), and return a
+``ToolResult``. The MCP path calls this same method, so both paths give the same result or the
+same error.
 
 ``build_runtime`` is the one way the framework makes a runtime: its session settings come from
 the experiment's ``[sessions]`` table.
@@ -27,7 +29,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
@@ -193,13 +195,13 @@ class ServerRuntime:
     is evicted instead). With ``call_timeout_s`` a call that runs longer gets DEADLINE_EXCEEDED
     and changes nothing.
 
-    No state is lost silently: the id of a session that expired or was evicted is remembered
-    (the newest ``GONE_IDS_KEPT``), and any use of it (a call, a read, a fork) gets a typed
-    NOT_FOUND error with reason SESSION_EXPIRED and the id in its details, instead of a fresh
-    session that would look like the old one. ``recreate_expired`` restores the old behaviour
-    (such an id restarts from the seed). An id the runtime has never seen still gets a fresh
-    session on first use, and ``new_session(session_id=...)`` or ``close`` make an id usable
-    again.
+    No state is lost silently: the id of a session that expired, was evicted, closed or lost is
+    remembered (the newest ``GONE_IDS_KEPT``), and any use of it (a call, a read, a fork) gets a
+    typed NOT_FOUND error (reason SESSION_EXPIRED, SESSION_CLOSED or SESSION_LOST; the id in its
+    details, see ``ended_error``), instead of a fresh session that would look like the old one.
+    ``recreate_expired`` restores the old behaviour for expired and evicted ids (they restart from
+    the seed). An id the runtime has never seen still gets a fresh session on first use, and
+    ``new_session(session_id=...)`` (an explicit open) makes any ended id usable again.
     """
 
     def __init__(
@@ -230,6 +232,7 @@ class ServerRuntime:
         self._lock = threading.RLock()
         self._last_sweep = time.monotonic()
         self._pools: dict[str, Any] = {}  # kept worker threads (see _pool)
+        self.on_open: Callable[[str], None] | None = None  # told each id it opens (a fleet worker's journal)
 
     def __repr__(self) -> str:
         return f"<ServerRuntime {self.server.name} seed={self.seed} sessions={len(self._sessions)}>"
@@ -266,6 +269,8 @@ class ServerRuntime:
             self._gone.pop(gone_key(sid), None)
             self._sessions[sid] = Session(sid, State.from_snapshot(snap), seed)
             self._sessions.move_to_end(sid)
+        if self.on_open is not None:
+            self.on_open(sid)
         return sid
 
     def fork(self, session_id: str) -> str:
@@ -281,10 +286,19 @@ class ServerRuntime:
             session.state.restore(self.seed_snapshot(session.seed))
 
     def close(self, session_id: str) -> None:
-        """End a session (the caller's own act: its id is forgotten, and may start afresh later)."""
+        """End a session (the caller's own act). Its id is remembered as closed: a later use gets
+        SESSION_CLOSED, never a fresh session that looks like the old one; ``new_session(session_id=
+        ...)`` opens it again."""
         with self._lock:
-            self._sessions.pop(session_id, None)
-            self._gone.pop(gone_key(session_id), None)
+            if self._sessions.pop(session_id, None) is not None or gone_key(session_id) in self._gone:
+                self._remember(session_id, "closed")
+
+    def mark_lost(self, session_ids: Iterable[str]) -> None:
+        """Remember these ids as lost (their process died with their state): a use gets SESSION_LOST."""
+        with self._lock:
+            for sid in session_ids:
+                if sid not in self._sessions:
+                    self._remember(sid, "lost")
 
     def session(self, session_id: str, *, create: bool = True) -> Session:
         """The live session with this id, used now (it moves to the end of the LRU order).
@@ -316,7 +330,8 @@ class ServerRuntime:
 
     def gone(self, session_id: str) -> str | None:
         """Why the session with this id ended (``"expired"``: idle past the TTL; ``"evicted"``:
-        the least recently used at the session bound), or None: live, closed or never seen. A
+        the least recently used at the session bound; ``"closed"``: a client closed it; ``"lost"``:
+        its process died), or None: live or never seen. A
         session past its TTL that no sweep has dropped yet counts as expired."""
         with self._lock:
             session = self._sessions.get(session_id)
@@ -328,18 +343,19 @@ class ServerRuntime:
         """Drop a live session that ended without its client asking (the lock is held): its id is
         remembered, so a later use is an error rather than a fresh session that looks like it."""
         del self._sessions[session_id]
-        if self.recreate_expired:
-            return
-        self._gone[gone_key(session_id)] = why
+        if not self.recreate_expired:
+            self._remember(session_id, why)
+
+    def _remember(self, session_id: str, why: str) -> None:
+        """Keep why this id's session ended (the lock is held; the newest ``GONE_IDS_KEPT`` ids)."""
+        key = gone_key(session_id)
+        self._gone.pop(key, None)
+        self._gone[key] = why
         if len(self._gone) > GONE_IDS_KEPT:
             del self._gone[next(iter(self._gone))]
 
     def _expired_error(self, session_id: str, why: str) -> NotFound:
-        cause = (f"idle for more than the {self.ttl_s:g} s TTL" if why == "expired" else
-                 f"evicted as the least recently used of {self.max_sessions} live sessions")
-        return NotFound(f"{self.server.name}: session {_shown(session_id)} expired ({cause}) and its state is gone; "
-                        "start a new session", reason="SESSION_EXPIRED", session_id=session_id,
-                        server=self.server.name, cause=why)
+        return ended_error(self.server.name, session_id, why, ttl_s=self.ttl_s, max_sessions=self.max_sessions)
 
     def state(self, session_id: str) -> State:
         return self.session(session_id).state
@@ -666,6 +682,32 @@ def snapshot_diff(base: Snapshot, now: Snapshot) -> dict[str, Any]:
     missing = object()
     variables = sorted(str(n) for n in names if base.vars.get(n, missing) != now.vars.get(n, missing))
     return {"tables": tables, "vars": variables}
+
+
+ENDED_REASONS = {"expired": "SESSION_EXPIRED", "evicted": "SESSION_EXPIRED", "closed": "SESSION_CLOSED",
+                 "lost": "SESSION_LOST"}
+
+
+def ended_error(server: str, session_id: str, why: str, *, ttl_s: float | None = None,
+                max_sessions: int | None = None) -> NotFound:
+    """The typed NOT_FOUND for a use of an id whose session ended: SESSION_EXPIRED (idle past the
+    TTL, or evicted at the bound), SESSION_CLOSED (deleted by a client) or SESSION_LOST (its
+    process died); ``details``: the id, the server and ``cause`` (why)."""
+    shown = _shown(session_id)
+    if why == "closed":
+        message = (f"{server}: session {shown} was closed; open it again explicitly (POST /sessions with "
+                   '{"id": ...}) or use a new id')
+    elif why == "lost":
+        message = (f"{server}: session {shown} was lost with the process that held it (it stopped and was "
+                   "restarted empty); start a new session, or open this id again explicitly")
+    else:
+        ttl = "its" if ttl_s is None else f"the {ttl_s:g} s"
+        bound = "the" if max_sessions is None else f"{max_sessions}"
+        cause = (f"idle for more than {ttl} TTL" if why == "expired" else
+                 f"evicted as the least recently used of {bound} live sessions")
+        message = f"{server}: session {shown} expired ({cause}) and its state is gone; start a new session"
+    return NotFound(message, reason=ENDED_REASONS.get(why, "SESSION_EXPIRED"), session_id=session_id, server=server,
+                    cause=why)
 
 
 def gone_key(session_id: str) -> str:

@@ -29,7 +29,7 @@ import urllib.parse
 from typing import Any
 
 __all__ = ["BadRequest", "ControlError", "ControlUnavailable", "Forbidden", "ServerFault", "SessionClient",
-           "SessionExpired", "SessionNotFound", "TooManySessions", "Unauthorized"]
+           "SessionClosed", "SessionExpired", "SessionLost", "SessionNotFound", "TooManySessions", "Unauthorized"]
 
 
 class ControlError(Exception):
@@ -52,8 +52,17 @@ class SessionExpired(SessionNotFound):
     """404, reason SESSION_EXPIRED: the session expired or was evicted and its state is gone."""
 
 
+class SessionClosed(SessionNotFound):
+    """404, reason SESSION_CLOSED: a client closed the session (``create(session_id=...)`` opens it again)."""
+
+
+class SessionLost(SessionNotFound):
+    """404, reason SESSION_LOST: the process that held the session died (``prove serve --workers``)."""
+
+
 class BadRequest(ControlError):
-    """400, 405, 413, 415: the request itself is wrong (a bad seed, an unknown field, ...)."""
+    """400, 405, 409, 413, 415: the request itself is wrong (a bad seed, an unknown field, opening a
+    live id, ...)."""
 
 
 class Unauthorized(ControlError):
@@ -78,7 +87,8 @@ class ControlUnavailable(ControlError):
 
 def _error_class(status: int, reason: str) -> type[ControlError]:
     if status == 404:
-        return SessionExpired if reason == "SESSION_EXPIRED" else SessionNotFound
+        return {"SESSION_EXPIRED": SessionExpired, "SESSION_CLOSED": SessionClosed,
+                "SESSION_LOST": SessionLost}.get(reason, SessionNotFound)
     if status == 401:
         return Unauthorized
     if status in (403, 421):
@@ -115,9 +125,13 @@ class SessionClient:
         self.close_connection()
 
     # -- the API -----------------------------------------------------------------------------------
-    def create(self, *, seed: int | None = None) -> str:
-        """A new session on every mounted server (at ``seed``, default the server's); its id."""
-        body = {} if seed is None else {"seed": seed}
+    def create(self, *, seed: int | None = None, session_id: str | None = None) -> str:
+        """A new session on every mounted server (at ``seed``, default the server's); its id: a
+        server-issued one, or ``session_id`` (the explicit way to open again an id that was
+        closed, expired or lost; 409 while it is live)."""
+        body: dict[str, Any] = {} if seed is None else {"seed": seed}
+        if session_id is not None:
+            body["id"] = session_id
         return str(self._request("POST", "/sessions", body)["id"])
 
     def state(self, session_id: str, *, diff: bool = False) -> dict[str, Any]:

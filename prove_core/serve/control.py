@@ -5,7 +5,9 @@ bearer token and the same Host/Origin checks guard them. A session id names one 
 mounted server (as ``_meta.session_id`` does on the MCP path): each operation applies to every
 server, and ``state`` reports each server under its name.
 
-    POST   /sessions                 {"seed": 7}?  → 201 a new session (server-issued id) + its state
+    POST   /sessions                 {"seed": 7}   → 201 a new session (server-issued id) + its state;
+                                     {"id": "x"}   → 201 opens id "x" (409 while it is live): the
+                                                     explicit way to open a closed, expired or lost id
     GET    /sessions                               → 200 live sessions per server, with the bounds
     GET    /sessions/{id}/state      ?diff=1       → 200 {"id", "state_hash", "servers": {...}}
     POST   /sessions/{id}/reset      {"seed": 7}?  → 200 back to its seed (or to seed 7), its state
@@ -13,10 +15,13 @@ server, and ``state`` reports each server under its name.
                                                      the parent's route key, a dot and a new suffix
     DELETE /sessions/{id}                          → 200 {"id", "closed": true, "servers": [...]}
 
-Bodies are JSON objects (or empty). Errors are ``{code, reason, message, details}`` with the
-HTTP status of the failure: 400 a bad body or query, 401 no or a wrong token (``BearerAuth``),
-404 no live session with that id (``SESSION_NOT_FOUND``), 405 a wrong method, 413 a body over
-64 KiB, 415 a body that is not JSON, 429 the session bound reached, 500 a server fault.
+A POST needs a JSON object body (``{}`` at least) sent as ``Content-Type: application/json``: no
+web page can send one without a CORS preflight, which the Origin check refuses (docs/serving.md,
+threat model). Errors are ``{code, reason, message, details}`` with the HTTP status of the
+failure: 400 a bad body or query, 401 no or a wrong token (``BearerAuth``), 404 no live session
+with that id (``SESSION_NOT_FOUND``; ``SESSION_EXPIRED``, ``SESSION_CLOSED`` or ``SESSION_LOST``
+for an id whose session ended), 405 a wrong method, 409 opening an id that is live, 413 a body
+over 64 KiB, 415 a body that is not JSON, 429 the session bound reached, 500 a server fault.
 
 ``state`` of a session: ``state_hash`` is ``Environment.state_hash``'s string
 (``<server>:<sha256>`` joined with ``|``, servers sorted), ``servers`` maps each mounted server to
@@ -34,6 +39,7 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import anyio
 import structlog
@@ -41,8 +47,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from prove_core.env.runtime import ServerRuntime
-from prove_core.errors import ErrorCode, ToolError
+from prove_core.env.runtime import ServerRuntime, ended_error
+from prove_core.errors import ErrorCode, InvalidArgument, ToolError
+from prove_core.serve.fastlane import check_session_id
 from prove_core.serve.fleet import route_key
 
 log = structlog.get_logger()
@@ -82,10 +89,9 @@ def not_found(session_id: str) -> ControlError:
                         f"no live session {session_id[:80]!r} (never opened, closed or expired)", session_id=session_id)
 
 
-def expired(session_id: str, server: str, why: str) -> ControlError:
-    return ControlError(404, ErrorCode.NOT_FOUND.value, "SESSION_EXPIRED",
-                        f"session {session_id[:80]!r} {why} on {server}; its state is gone: start a new session",
-                        session_id=session_id, server=server, cause=why)
+def ended(session_id: str, server: str, why: str) -> ControlError:
+    """404 for an id whose session ended: SESSION_EXPIRED, SESSION_CLOSED or SESSION_LOST."""
+    return ControlError.from_tool_error(ended_error(server, session_id, why))
 
 
 def bad_request(reason: str, message: str, **details: Any) -> ControlError:
@@ -100,21 +106,21 @@ class SessionControl:
         self.runtimes = {rt.name: rt for rt in runtimes}
 
     def holders(self, session_id: str, *, whole: bool = False) -> list[ServerRuntime]:
-        """The runtimes holding a live session with this id. None: 404, reason SESSION_EXPIRED if
-        its state expired or was evicted, else SESSION_NOT_FOUND. With ``whole`` the session's
-        state on every server must be there: a part that expired is SESSION_EXPIRED too (a state
-        or a fork would otherwise silently stand the seed's state in for it)."""
+        """The runtimes holding a live session with this id. None: 404, reason SESSION_EXPIRED,
+        SESSION_CLOSED or SESSION_LOST if its session ended, else SESSION_NOT_FOUND. With ``whole``
+        the session's state on every server must be there: a part that ended is such a 404 too (a
+        state or a fork would otherwise silently stand the seed's state in for it)."""
         held = [rt for rt in self.runtimes.values() if rt.live_session(session_id) is not None]
         gone = self.gone(session_id)
         if gone and (whole or not held):
             server, why = next(iter(gone.items()))
-            raise expired(session_id, server, why)
+            raise ended(session_id, server, why)
         if not held:
             raise not_found(session_id)
         return held
 
     def gone(self, session_id: str) -> dict[str, str]:
-        """``{server: "expired" | "evicted"}`` where this id's session ended without being closed."""
+        """``{server: "expired" | "evicted" | "closed" | "lost"}`` where this id's session ended."""
         out = {}
         for name, rt in sorted(self.runtimes.items()):
             why = rt.gone(session_id)
@@ -139,10 +145,20 @@ class SessionControl:
         return {"id": session_id, "state_hash": "|".join(f"{n}:{s['state_hash']}" for n, s in servers.items()),
                 "servers": servers}
 
-    def create(self, *, seed: int | None = None) -> dict[str, Any]:
-        sid = secrets.token_urlsafe(18)
+    def create(self, *, seed: int | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """A new session: a server-issued id (``issue_id``), or ``session_id`` opened explicitly
+        (409 SESSION_EXISTS while it is live; an ended id is opened afresh)."""
+        if session_id is not None and any(rt.live_session(session_id) for rt in self.runtimes.values()):
+            raise ControlError(409, ErrorCode.CONFLICT.value, "SESSION_EXISTS",
+                               f"session {session_id[:80]!r} is live; reset it, or close it first",
+                               session_id=session_id)
+        sid = self.issue_id() if session_id is None else session_id
         self._on_every_runtime(sid, lambda rt: rt.new_session(session_id=sid, seed=seed))
         return self.state(sid)
+
+    def issue_id(self) -> str:
+        """A new unguessable session id (``prove_core.serve.fleet`` picks one its process owns)."""
+        return secrets.token_urlsafe(18)
 
     def reset(self, session_id: str, *, seed: int | None = None) -> dict[str, Any]:
         self.holders(session_id)
@@ -162,12 +178,15 @@ class SessionControl:
         return {**self.state(new_id), "forked_from": session_id}
 
     def close(self, session_id: str) -> dict[str, Any]:
-        """Close the session on every server; an id whose state expired is forgotten (so it may
-        start afresh). 404 only for an id no server holds or remembers."""
+        """Close the session on every server: a later use of the id gets SESSION_CLOSED (an id
+        whose state expired is closed too). 404 for an id no server holds or remembers, or one
+        already closed (SESSION_CLOSED)."""
         held = [rt.name for rt in self.runtimes.values() if rt.live_session(session_id) is not None]
         gone = self.gone(session_id)
         if not held and not gone:
             raise not_found(session_id)
+        if not held and set(gone.values()) == {"closed"}:
+            raise ended(session_id, *next(iter(gone.items())))
         for rt in self.runtimes.values():
             rt.close(session_id)
         return {"id": session_id, "closed": True, "servers": sorted(held), "expired": gone}
@@ -198,7 +217,8 @@ def error_response(exc: ControlError, headers: dict[str, str] | None = None) -> 
 
 
 async def json_body(request: Request, accepted: Sequence[str]) -> dict[str, Any]:
-    """The request's JSON object body (an empty body: ``{}``), with only ``accepted`` keys."""
+    """The request's JSON object body, with only ``accepted`` keys. It must be there (``{}`` at
+    least) and declared ``application/json``: a browser cannot send that without a preflight."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
         raise ControlError(413, ErrorCode.INVALID_ARGUMENT.value, "BODY_TOO_LARGE",
@@ -209,18 +229,25 @@ async def json_body(request: Request, accepted: Sequence[str]) -> dict[str, Any]
         if len(raw) > MAX_BODY:
             raise ControlError(413, ErrorCode.INVALID_ARGUMENT.value, "BODY_TOO_LARGE",
                                f"the body may be {MAX_BODY} bytes at most", limit=MAX_BODY)
-    if not raw.strip():
-        return {}
+    request._body = raw  # starlette's cache: a fleet worker may pass the request on (serve.member)
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != "application/json":
         raise ControlError(415, ErrorCode.INVALID_ARGUMENT.value, "UNSUPPORTED_MEDIA_TYPE",
-                           "send the body as Content-Type: application/json", content_type=media)
+                           "send a JSON object body ({} at least) as Content-Type: application/json",
+                           content_type=media)
+    if not raw.strip():
+        raise bad_request("BAD_BODY", "send a JSON object body, {} at least, as Content-Type: application/json")
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # bad JSON, bad UTF-8, a 5,000-digit number, deep nesting
         raise bad_request("BAD_JSON", f"the body is not valid JSON: {str(exc)[:120]}") from None
     if not isinstance(body, dict):
         raise bad_request("BAD_BODY", f"the body must be a JSON object, got {type(body).__name__}")
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise bad_request("BAD_JSON", "the body has a lone surrogate (a \\ud800-\\udfff escape that is not "
+                          "part of a pair): send valid Unicode text") from None
     unknown = sorted(str(k) for k in body if k not in accepted)
     if unknown:
         raise bad_request("UNKNOWN_FIELD", f"unknown field{'s' if len(unknown) > 1 else ''} "
@@ -256,16 +283,38 @@ def flag(request: Request, name: str) -> bool:
     raise bad_request("BAD_QUERY", f"?{name}= takes 1 or 0, got {value[:40]!r}", field=name)
 
 
-Handler = Callable[[Request], Awaitable[tuple[int, dict[str, Any]]]]
+def path_id(request: Request) -> str | None:
+    """The session id in the request's path (``sid``), checked: the raw path must unquote to
+    UTF-8 text (the server would otherwise read ``%FF`` as U+FFFD, another id)."""
+    try:
+        unquote_to_bytes(request.scope.get("raw_path", b"").decode("ascii")).decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad_request("BAD_SESSION_ID", "the path is not UTF-8 text once unquoted: quote the session id's "
+                          "UTF-8 bytes") from None
+    sid = request.path_params.get("sid")
+    if sid is not None:
+        try:
+            check_session_id(sid, "path")
+        except InvalidArgument as exc:
+            raise ControlError.from_tool_error(exc) from None
+    return sid
+
+
+Handler = Callable[[Request], Awaitable[tuple[int, dict[str, Any]] | Response]]
 
 
 def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route endpoint: the handler's ``(status, body)`` as JSON, a ``ControlError`` as its typed
-    error, anything else as a typed INTERNAL (logged with its traceback)."""
+    """A route endpoint: the handler's ``(status, body)`` as JSON (or its own ``Response``), a
+    ``ControlError`` as its typed error, anything else as a typed INTERNAL (logged with its
+    traceback). A path that is not UTF-8 once unquoted is refused before the handler runs."""
 
     async def run(request: Request) -> Response:
         try:
-            status, body = await handler(request)
+            path_id(request)
+            answer = await handler(request)
+            if isinstance(answer, Response):
+                return answer
+            status, body = answer
         except ControlError as exc:
             allow = exc.details.get("allowed") if exc.status == 405 else None
             return error_response(exc, {"Allow": ", ".join(allow)} if allow else None)
@@ -278,38 +327,60 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     return run
 
 
-def routes(runtimes: Sequence[ServerRuntime]) -> list[BaseRoute]:
-    """The control routes for these runtimes, to add to the app that serves ``/mcp``."""
+def routes(runtimes: Sequence[ServerRuntime], member: Any = None) -> list[BaseRoute]:
+    """The control routes for these runtimes, to add to the app that serves ``/mcp``. With a
+    ``member`` (``prove_core.serve.member.FleetMember``: this process is one worker of a fleet) a
+    request for a session another worker owns is passed on to it, new ids are ones this worker
+    owns, and ``GET /sessions`` reports the fleet (its losses included)."""
     control = SessionControl(runtimes)
+    if member is not None:
+        control.issue_id = member.issue_id  # type: ignore[method-assign]
+
+    def elsewhere(sid: str) -> bool:
+        return member is not None and not member.mine(sid)
 
     async def in_thread(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         result: dict[str, Any] = await anyio.to_thread.run_sync(fn)
         return result
 
-    async def sessions(request: Request) -> tuple[int, dict[str, Any]]:
+    async def sessions(request: Request) -> tuple[int, dict[str, Any]] | Response:
         if request.method == "POST":
-            seed = seed_of(await json_body(request, ("seed",)))
-            return 201, await in_thread(lambda: control.create(seed=seed))
+            body = await json_body(request, ("seed", "id"))
+            seed, sid = seed_of(body), body.get("id")
+            if sid is not None and not (isinstance(sid, str) and sid):
+                raise bad_request("BAD_SESSION_ID", f"id must be a non-empty string, got {json.dumps(sid)[:40]}",
+                                  field="id")
+            if sid is not None and elsewhere(sid):
+                return await member.forward(request, sid)  # type: ignore[no-any-return]
+            return 201, await in_thread(lambda: control.create(seed=seed, session_id=sid))
         if request.method in ("GET", "HEAD"):
-            return 200, control.stats()
+            return 200, {**control.stats(), **({"fleet": member.report()} if member is not None else {})}
         raise not_allowed(request, "GET, POST")
 
-    async def state(request: Request) -> tuple[int, dict[str, Any]]:
+    async def state(request: Request) -> tuple[int, dict[str, Any]] | Response:
         sid, diff = request.path_params["sid"], flag(request, "diff")
+        if elsewhere(sid):
+            return await member.forward(request, sid)  # type: ignore[no-any-return]
         return 200, await in_thread(lambda: control.state(sid, diff=diff))
 
-    async def reset(request: Request) -> tuple[int, dict[str, Any]]:
+    async def reset(request: Request) -> tuple[int, dict[str, Any]] | Response:
         sid = request.path_params["sid"]
         seed = seed_of(await json_body(request, ("seed",)))
+        if elsewhere(sid):
+            return await member.forward(request, sid)  # type: ignore[no-any-return]
         return 200, await in_thread(lambda: control.reset(sid, seed=seed))
 
-    async def fork(request: Request) -> tuple[int, dict[str, Any]]:
+    async def fork(request: Request) -> tuple[int, dict[str, Any]] | Response:
         sid = request.path_params["sid"]
         await json_body(request, ())
+        if elsewhere(sid):
+            return await member.forward(request, sid)  # type: ignore[no-any-return]
         return 201, await in_thread(lambda: control.fork(sid))
 
-    async def close(request: Request) -> tuple[int, dict[str, Any]]:
+    async def close(request: Request) -> tuple[int, dict[str, Any]] | Response:
         sid = request.path_params["sid"]
+        if elsewhere(sid):
+            return await member.forward(request, sid)  # type: ignore[no-any-return]
         return 200, await in_thread(lambda: control.close(sid))
 
     async def other(request: Request) -> tuple[int, dict[str, Any]]:

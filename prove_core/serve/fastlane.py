@@ -43,25 +43,49 @@ DEFAULT_SESSION = "default"
 MAX_BODY = 8 * 1024 * 1024  # larger bodies take the app's own path
 
 
+def check_session_id(sid: Any, where: str) -> str:
+    """``sid`` when it is a usable session id: a non-empty string of Unicode text (any characters,
+    ``/`` included, but no lone surrogate, which no UTF-8 reply could carry); else InvalidArgument
+    BAD_SESSION_ID naming ``where`` it came from."""
+    if not isinstance(sid, str) or not sid:
+        shown = json.dumps(sid, default=str)[:40]
+        raise InvalidArgument(f"{where} must be a non-empty string, got {shown}; send a string id, or none for the "
+                              "shared default session", reason="BAD_SESSION_ID", field=where)
+    try:
+        sid.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{where} has a lone surrogate (\\ud800-\\udfff not in a pair): send the id as "
+                              "valid Unicode text", reason="BAD_SESSION_ID", field=where) from None
+    return sid
+
+
+def header_session(header: bytes | None) -> str | None:
+    """The ``X-Prove-Session`` header as text: its bytes read as UTF-8 (the same text a JSON
+    ``_meta.session_id`` names); InvalidArgument BAD_SESSION_ID when they are not UTF-8."""
+    if not header:
+        return None
+    try:
+        return header.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument("the X-Prove-Session header is not UTF-8 text: send the id's UTF-8 bytes",
+                              reason="BAD_SESSION_ID", field="X-Prove-Session") from None
+
+
 def session_from(meta: Any, header: bytes | None) -> str:
     """The PROVE session key of a request: ``_meta.session_id``, then the ``X-Prove-Session``
-    header, then ``default``. A ``_meta.session_id`` that is present but not a non-empty string
-    raises InvalidArgument: quietly using the shared default session instead would mix that
-    rollout with every other. So does one that differs from the header: a proxy routes by the
-    header (``prove_core.serve.fleet``), and the call would run on another process's session."""
+    header, then ``default``. A ``_meta.session_id`` that is present but not a usable id
+    (``check_session_id``) raises InvalidArgument: quietly using the shared default session
+    instead would mix that rollout with every other. So does one that differs from the header
+    (both compared as text): which of the two did the client mean?"""
+    named = header_session(header)
     if isinstance(meta, dict) and SESSION_META_KEY in meta:
-        sid = meta[SESSION_META_KEY]
-        if isinstance(sid, str) and sid:
-            if header and header.decode("latin-1") != sid:
-                raise InvalidArgument(f"_meta.{SESSION_META_KEY} {sid[:60]!r} and the X-Prove-Session header "
-                                      f"{header.decode('latin-1')[:60]!r} name different sessions; send one id",
-                                      reason="SESSION_ID_MISMATCH", field=f"_meta.{SESSION_META_KEY}")
-            return sid
-        shown = json.dumps(sid, default=str)[:40]
-        raise InvalidArgument(f"_meta.{SESSION_META_KEY} must be a non-empty string, got {shown}; send a string "
-                              "id, or none for the shared default session", reason="BAD_SESSION_ID",
-                              field=f"_meta.{SESSION_META_KEY}")
-    return header.decode("latin-1") if header else DEFAULT_SESSION
+        sid = check_session_id(meta[SESSION_META_KEY], f"_meta.{SESSION_META_KEY}")
+        if named is not None and named != sid:
+            raise InvalidArgument(f"_meta.{SESSION_META_KEY} {sid[:60]!r} and the X-Prove-Session header "
+                                  f"{named[:60]!r} name different sessions; send one id",
+                                  reason="SESSION_ID_MISMATCH", field=f"_meta.{SESSION_META_KEY}")
+        return sid
+    return named if named is not None else DEFAULT_SESSION
 
 
 def result_object(result: ToolResult, session_id: str | None) -> dict[str, Any]:
@@ -84,7 +108,7 @@ class ToolCallLane:
     MCP endpoint; ``server_info``: a callable returning the ``serverInfo`` stamp (a fresh dict)."""
 
     def __init__(self, app: Any, published: Mapping[str, tuple[ServerRuntime, str]], *, path: str = "/mcp",
-                 server_info: Any = None) -> None:
+                 server_info: Any = None, member: Any = None) -> None:
         from mcp.shared import inbound
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -94,6 +118,7 @@ class ToolCallLane:
         self.server_info = server_info
         self.inbound = inbound
         self.versions = {v.encode() for v in MODERN_PROTOCOL_VERSIONS}
+        self.member = member  # a fleet worker's FleetMember: calls run on the worker owning the session
         self.served = 0  # calls answered here (tests and benchmarks read it)
 
     def _candidate(self, scope: dict[str, Any]) -> dict[bytes, bytes] | None:
@@ -116,10 +141,10 @@ class ToolCallLane:
         if headers is None:
             await self.app(scope, receive, send)
             return
-        body, messages = await _read_body(receive)
+        body, messages = await read_body(receive)
         answered = body is not None and await self._answer(body, headers, send)
         if not answered:
-            await self.app(scope, _replay(messages, receive), send)
+            await self.app(scope, replay(messages, receive), send)
 
     async def _answer(self, body: bytes, headers: dict[bytes, bytes], send: Any) -> bool:
         """Run and answer the call; False (nothing sent) when the app must take the request."""
@@ -147,7 +172,10 @@ class ToolCallLane:
             sid, result = None, ToolResult(error=exc.to_dict())
         else:
             assert sid is not None
-            result = await runtime.acall(sid, tool, arguments)
+            if self.member is not None:
+                result = await self.member.call(runtime, sid, tool, arguments)
+            else:
+                result = await runtime.acall(sid, tool, arguments)
         log.debug("tool call", server=runtime.name, session=sid, tool=tool,
                   error=result.error["reason"] if result.error is not None else None)
         reply = result_object(result, sid)
@@ -163,13 +191,20 @@ class ToolCallLane:
         return True
 
 
-async def _read_body(receive: Any) -> tuple[bytes | None, list[dict[str, Any]]]:
+async def read_body(receive: Any, timeout_s: float | None = None) -> tuple[bytes | None, list[dict[str, Any]]]:
     """The request body (None when the client went away or it is over ``MAX_BODY``) and the ASGI
-    messages read, to replay to the app when the lane does not answer."""
+    messages read, to replay to the app when the lane does not answer. With ``timeout_s`` a piece
+    that takes longer raises TimeoutError."""
+    import anyio
+
     messages: list[dict[str, Any]] = []
     size = 0
     while True:
-        message = await receive()
+        if timeout_s is None:
+            message = await receive()
+        else:
+            with anyio.fail_after(timeout_s):
+                message = await receive()
         messages.append(message)
         if message["type"] != "http.request":
             return None, messages
@@ -180,7 +215,7 @@ async def _read_body(receive: Any) -> tuple[bytes | None, list[dict[str, Any]]]:
             return b"".join(m.get("body", b"") for m in messages), messages
 
 
-def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
+def replay(messages: list[dict[str, Any]], receive: Any) -> Any:
     """A ``receive`` that hands out ``messages`` first, then the real one."""
     pending = list(messages)
 

@@ -193,7 +193,7 @@ def test_an_expired_session_restarts_from_the_seed_when_asked_to_and_sweeps_happ
     assert not any(o in rt for o in others)
 
 
-def test_closing_a_session_forgets_its_id_and_the_memory_of_ended_ids_is_bounded(monkeypatch):
+def test_a_closed_id_stays_closed_until_opened_again_and_the_memory_of_ended_ids_is_bounded(monkeypatch):
     from prove_core.env import runtime
 
     monkeypatch.setattr(runtime, "GONE_IDS_KEPT", 3)
@@ -204,7 +204,19 @@ def test_closing_a_session_forgets_its_id_and_the_memory_of_ended_ids_is_bounded
     assert [rt.gone(sid) for sid in ids] == [None, "evicted", "evicted", "evicted", None]  # "a" dropped: oldest
     assert max(len(key) for key in rt._gone) < 80  # a long id is remembered by its digest
     rt.close("c")
+    closed = rt.call("c", "list_wallets", {})
+    assert rt.gone("c") == "closed" and closed.error["reason"] == "SESSION_CLOSED"
+    assert closed.error["details"]["session_id"] == "c" and "c" not in rt  # no fresh session in its place
+    rt.new_session(session_id="c")  # the explicit open
     assert rt.gone("c") is None and not rt.call("c", "list_wallets", {}).is_error
+    live = rt.new_session()
+    rt.close(live)  # a live session closed is remembered as closed too
+    assert rt.call(live, "list_wallets", {}).error["reason"] == "SESSION_CLOSED"
+    rt.close("never-seen")  # an id never seen is not remembered: it may still start a session
+    assert rt.gone("never-seen") is None
+    rt.mark_lost(["gone-with-its-process", live])
+    assert rt.call("gone-with-its-process", "list_wallets", {}).error["reason"] == "SESSION_LOST"
+    assert len(rt._gone) <= 3  # still bounded
 
 
 @pytest.mark.parametrize("settings", [{"ttl_s": 0}, {"ttl_s": -1}, {"ttl_s": float("nan")}, {"ttl_s": float("inf")},

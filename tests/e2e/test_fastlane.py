@@ -124,13 +124,15 @@ def test_tool_calls_get_the_same_replies_on_both_paths_and_the_lane_answers_them
     results = both(pair, requests)
     for (a, b), (_, body) in zip(results, requests, strict=True):
         assert a == b, body
-        assert a[0] == 200 and a[1]["id"] == body["id"] and "result" in a[1]
+        assert a[1]["id"] == body["id"]
+        assert (a[0], "result" in a[1]) == ((400, False) if body["id"] == 4 else (200, True))
     assert results[1][0][1]["result"]["isError"] is True
     assert results[1][0][1]["result"]["structuredContent"]["reason"] == "SCHEMA_VIOLATION"
-    assert results[3][0][1]["result"]["structuredContent"]["reason"] == "BAD_SESSION_ID"
+    # a bad id is refused before either path runs anything: 400, the typed error in the JSON-RPC error
+    assert results[3][0][1]["error"]["data"]["reason"] == "BAD_SESSION_ID"
     assert results[4][0][1]["result"]["_meta"]["session_id"] == "h"
     assert results[0][0][1]["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "prove"
-    assert lane.served - before == len(requests)
+    assert lane.served - before == len(requests) - 1
 
 
 def test_writes_change_the_same_state_on_both_paths(pair):
@@ -216,12 +218,11 @@ def test_a_tool_left_out_of_the_mount_is_not_reachable_through_the_lane():
 
 
 def test_a_header_and_a_meta_id_that_differ_are_refused_on_both_paths(pair):
-    """A proxy routes by the header; running the call on the _meta id would use another process's session."""
+    """Which of the two did the client mean? Refused with a 400 before either path runs anything."""
     lane = pair[2]
     before = lane.served
     head, body = call("banking_find_customers", {"query": "an"}, session="one", headers={"x-prove-session": "two"})
     (a, b), = both(pair, [(head, body)])
-    assert a == b and a[1]["result"]["isError"]
-    assert a[1]["result"]["structuredContent"]["reason"] == "SESSION_ID_MISMATCH"
-    assert "_meta" not in a[1]["result"] or "session_id" not in a[1]["result"]["_meta"]
-    assert lane.served == before + 1
+    assert a == b and a[0] == 400 and "result" not in a[1]
+    assert a[1]["error"]["code"] == -32602 and a[1]["error"]["data"]["reason"] == "SESSION_ID_MISMATCH"
+    assert lane.served == before

@@ -27,8 +27,8 @@ from prove_core.serve.client import (
     BadRequest,
     ControlUnavailable,
     SessionClient,
+    SessionClosed,
     SessionExpired,
-    SessionNotFound,
     TooManySessions,
     Unauthorized,
 )
@@ -141,15 +141,23 @@ def test_reset_restores_the_seed_or_another_seed(control, raw):
     assert control.state_hash(fresh) == other["state_hash"]
 
 
-def test_delete_closes_the_session(control, raw):
-    sid = control.create()
+def test_a_deleted_session_stays_closed_until_the_client_opens_it_again(control, raw):
+    sid = control.create(seed=7)
     closed = control.close(sid)
     assert closed["closed"] and closed["servers"] == ["banking", "shopping"]
     for call in (control.state, control.fork, control.reset, control.close):
-        with pytest.raises(SessionNotFound) as err:
+        with pytest.raises(SessionClosed) as err:
             call(sid)
-        assert err.value.status == 404 and err.value.reason == "SESSION_NOT_FOUND"
+        assert err.value.status == 404 and err.value.reason == "SESSION_CLOSED"
         assert err.value.details["session_id"] == sid
+    on_mcp = raw.call("banking_find_customers", {"query": "example"}, sid)  # never a fresh session in its place
+    assert on_mcp["isError"] and on_mcp["structuredContent"]["reason"] == "SESSION_CLOSED"
+    assert control.create(session_id=sid) == sid  # the explicit open: from the server's seed
+    assert not raw.call("banking_find_customers", {"query": "example"}, sid)["isError"]
+    assert control.state(sid)["servers"]["banking"]["seed"] == 0
+    with pytest.raises(BadRequest) as err:  # a live id cannot be opened over itself
+        control.create(session_id=sid)
+    assert err.value.status == 409 and err.value.reason == "SESSION_EXISTS"
 
 
 def test_unknown_ids_are_404_with_a_typed_error(served):
@@ -256,7 +264,7 @@ def serving(runtimes: list[ServerRuntime], token: str = "t0ken") -> Iterator[Ses
         thread.join(timeout=10)
 
 
-def test_an_expired_session_is_a_typed_404_and_delete_forgets_it():
+def test_an_expired_session_is_a_typed_404_and_delete_closes_it():
     rts = [ServerRuntime(banking.server, ttl_s=0.3), ServerRuntime(shopping.server, ttl_s=0.3)]
     with serving(rts) as control:
         sid = control.create()
@@ -265,11 +273,11 @@ def test_an_expired_session_is_a_typed_404_and_delete_forgets_it():
             with pytest.raises(SessionExpired) as err:
                 call(sid)
             assert err.value.status == 404 and err.value.details["session_id"] == sid
-        closed = control.close(sid)  # forgets the id: a later use is a plain unknown id
+        closed = control.close(sid)  # closed now: a later use is SESSION_CLOSED
         assert closed["servers"] == [] and set(closed["expired"]) == {"banking", "shopping"}
-        with pytest.raises(SessionNotFound) as err:
+        with pytest.raises(SessionClosed) as err:
             control.state(sid)
-        assert err.value.reason == "SESSION_NOT_FOUND"
+        assert err.value.reason == "SESSION_CLOSED"
 
 
 def test_a_session_whose_state_expired_on_one_server_is_not_passed_off_as_the_seed():
