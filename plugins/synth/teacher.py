@@ -130,7 +130,8 @@ PAST = {"send": "sent", "pay": "paid", "make": "made", "set": "set", "put": "put
         "cancel": "cancelled", "stop": "stopped", "ship": "shipped", "submit": "submitted", "pin": "pinned",
         "plan": "planned", "unpin": "unpinned", "shut": "shut", "forward": "forwarded", "rsvp": "answered",
         "mute": "muted", "log": "logged", "tag": "tagged", "flag": "flagged", "star": "starred", "unstar": "unstarred",
-        "top": "topped", "drop": "dropped", "checkout": "checked out", "login": "logged in", "setup": "set up", "split": "split", "upload": "uploaded", "refund": "refunded"}
+        "top": "topped", "drop": "dropped", "checkout": "checked out", "login": "logged in", "setup": "set up",
+        "split": "split", "upload": "uploaded", "refund": "refunded"}
 RECOVER = ("That didn't work: {message} Do you want me to try a different {what}?",
            "It was refused — {message} Should I use another {what} instead?",
            "I hit a problem: {message} Which {what} would you like me to use instead?",
@@ -531,7 +532,7 @@ def _changed(fact: Any, rng: random.Random) -> list[str]:
                                                    {"created": 0, "deleted": 1, "updated": 2}[kv[0][0]]))
     said: list[str] = []
     detailed = [kv for n, kv in enumerate(order) if n == 0 or any(c.id in asked for c in kv[1])]
-    for (kind, entity), changes in detailed:
+    for (_, entity), changes in detailed:
         for change in changes[:3]:
             said += _one_change(fact, change, rng)
         if len(changes) > 3:

@@ -40,8 +40,8 @@ from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
 from prove_core.synth.quality import skeleton
 from prove_core.synth.validation import SCHEMA_CODES
-from prove_core.toolkit.phrasing import draw_value, implied_by_wording, slots, takes_args, templates
 from prove_core.toolkit.answers import sensitive_fields, what_answers, words
+from prove_core.toolkit.phrasing import draw_value, implied_by_wording, slots, takes_args, templates
 from prove_core.toolkit.server import ENTITY_KEY, ToolDef
 from prove_core.toolkit.state import Change
 

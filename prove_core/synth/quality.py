@@ -167,7 +167,8 @@ def answered_reads(example: Example, find: ToolFinder | None) -> tuple[int, list
         listing, records, fields = what_answers(tool, result, request, given)
         checked += 1
         if listing is not None:
-            ok = (str(len(records)) in reply or (len(records) == 1 and re.search(r"\b(?:one|single|a|an)\b", reply, re.I) is not None)) if records else \
+            one = len(records) == 1 and re.search(r"\b(?:one|single|a|an)\b", reply, re.I) is not None
+            ok = (str(len(records)) in reply or one) if records else \
                 bool(re.search(r"\b(?:no|none|nothing|any)\b", reply, re.I))
             ok = ok and (not records or any(all(states(reply, f, r.get(f), r) for f in fields) for r in records[:3]))
         else:

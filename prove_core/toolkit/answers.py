@@ -88,7 +88,8 @@ def flat(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def what_answers(tool: Any, data: Any, request: str = "", given: Iterable[Any] = ()) -> tuple[str | None, list[dict[str, Any]], list[str]]:
+def what_answers(tool: Any, data: Any, request: str = "",
+                 given: Iterable[Any] = ()) -> tuple[str | None, list[dict[str, Any]], list[str]]:
     """How a reply answers a read: ``(listing, records, fields)`` — the list field when the
     result is a listing, the records it is about (flattened), and the fields of each that answer
     the request. The reply writer and the corpus check both use it, so they agree."""

@@ -197,9 +197,10 @@ def check_values(tool: ToolDef, example_args: list[Mapping[str, Any]], state: An
 def result_fields(data: Any) -> set[str]:
     """The field names a reply can state from one result: those of the result itself and of each
     record it lists, one level of nesting lifted (as ``answer_fields`` sees them)."""
-    _, records = main_records(data)
+    _, listed = main_records(data)
+    records: list[Any] = list(listed)
     if isinstance(data, Mapping):  # and the records of every list it carries (a summary's categories)
-        records = [*records, *(x for v in data.values() if isinstance(v, list) for x in v if isinstance(x, Mapping))]
+        records += [x for v in data.values() if isinstance(v, list) for x in v if isinstance(x, Mapping)]
     found: set[str] = set()
     for record in [data, *records]:
         if isinstance(record, Mapping):
