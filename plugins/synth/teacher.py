@@ -75,7 +75,7 @@ FAILED = ("I couldn't do that: {message}", "That didn't go through — {message}
 NOTHING_CHANGED = (" That request changed nothing.", " Nothing was changed.", " I've left everything as it was.", "")
 ALREADY = ("{message} So it's already the way you want it — nothing needed changing.",
            "It's already done: {message} No change was needed.",
-           "Good news: {message} There was nothing to change.",
+           "{message} There was nothing to change.",
            "No need — {message} I left it as it is.",
            "That's already the case. {message}")
 OFFER_FIX = ("It was refused: {message} Do you want me to {fix} and then try again?",
@@ -108,9 +108,10 @@ LIST_EMPTY = ("I found no {what}.", "There are no {what}.", "Nothing came up —
               "No {what} at the moment.")
 FOUND = ("I found {desc}.", "That's {desc}.", "I looked up {desc}.", "")
 CREATED = ("I've {verbed} {desc}.", "{Desc} is {verbed}.", "{Desc} has been {verbed}.", "I {verbed} {desc}.",
-           "Okay, {desc} is {verbed}.")
+           "{Desc} is {verbed} now.")
+CREATED_SAME = ("Created {desc}.", "Done: {desc}.", "{Desc} is in place.", "That's {desc}, new.")
 ALONG = ("Along with it, {what} {was} {done}.", "That also {done} {what}.", "{What} {was} {done} with it.")
-MADE_TOO = ("It went through as {desc}.", "That created {desc}.", "The result is {desc}.")
+MADE_TOO = ("It went through as {desc}.", "That created {desc}.", "It is recorded as {desc}.")
 CREATING = frozenset({"create", "add", "book", "schedule", "send", "make", "open", "invite", "post", "write", "log",
                       "upload", "place", "start", "request", "submit", "save", "register", "order", "issue", "apply",
                       "share", "reply", "forward", "copy", "duplicate", "plan", "draft", "compose", "new", "set", "leave",
@@ -328,7 +329,7 @@ class ProgrammaticTeacher:
             else:
                 sentences += _changed(fact, rng)
         sentences = [x for x in sentences if x]
-        writes = any(not f.read_only for f in facts)
+        writes = any(not f.read_only and f.changes for f in facts)  # a no-op write is no "Done"
         opener = rng.choice(OPEN_WRITE if writes else OPEN_READ) if closing else ""  # a part says no "done"
         body = " ".join(sentences)
         if opener.endswith(("— ", ", ")) and not body.startswith(("I ", "I'")):
@@ -396,9 +397,11 @@ def _cap(text: str) -> str:
 
 
 def _fix(clause: str) -> str:
-    """"verify the payee first" as something to offer: "verify the payee"."""
+    """"call verify_payee first" as something to offer, in words: "verify the payee"."""
     clause = clause.strip().rstrip(".")
-    return clause[:-len(" first")] if clause.lower().endswith(" first") else clause
+    clause = clause[:-len(" first")] if clause.lower().endswith(" first") else clause
+    clause = re.sub(r"^(?:call|use|run) ", "", clause)
+    return re.sub(r"\b([a-z]+)_([a-z_]+)\b", lambda m: f"{m[1]} the {m[2].replace('_', ' ')}", clause)
 
 
 def singular(noun_phrase: str) -> str:
@@ -464,9 +467,10 @@ def _answer(fact: Any, rng: random.Random) -> list[str]:
     for i, key in enumerate(fields):
         value = _say(key, record[key], record, rng)
         if isinstance(record[key], bool):
-            phrase = _field(key).removeprefix("is ")
-            said.append(f"{_cap(subject or 'it')} is {'' if record[key] else 'not '}{phrase}." if i == 0 else
-                        f"It is {'' if record[key] else 'not '}{phrase}.")
+            said.append(_yes_no(key, record[key], subject if i == 0 else None))
+        elif key.endswith("_at") or key.endswith("_on"):
+            said.append(f"{_cap(_field(key))}: {value}." if i else
+                        f"For {subject or 'it'}, {_field(key)}: {value}.")
         elif key in ("status", "state") and isinstance(record[key], str):
             said.append(rng.choice(STATUS).format(Subject=_cap(subject or "it"), subject=subject or "it", value=value))
         elif i == 0:
@@ -476,6 +480,24 @@ def _answer(fact: Any, rng: random.Random) -> list[str]:
         else:
             said.append(rng.choice(MORE_FIELD).format(field=_field(key), Field=_cap(_field(key)), value=value))
     return said or ([rng.choice(FOUND).format(desc=subject)] if subject else [_summary(data)])
+
+
+ADJECTIVES = frozenset({"open", "active", "online", "available", "enabled", "visible", "public", "private", "locked",
+                        "verified", "archived", "muted", "pinned", "starred", "read", "paid", "default", "primary"})
+
+
+def _yes_no(key: str, value: bool, subject: str | None) -> str:
+    """A yes/no field as a sentence: "The card is locked", "It has no unread messages" only where the
+    field's name is a state; else "Update available: yes"."""
+    words_ = key.split("_")
+    who = _cap(subject or "it")
+    if words_[0] == "is" and len(words_) > 1:
+        return f"{who} is {'' if value else 'not '}{' '.join(words_[1:])}."
+    if words_[0] == "has" and len(words_) > 1:
+        return f"{who} {'has' if value else 'does not have'} {' '.join(words_[1:])}."
+    if len(words_) == 1 and (key in ADJECTIVES or key.endswith("ed")) or (words_[-1] in ADJECTIVES and len(words_) <= 2):
+        return f"{who} is {'' if value else 'not '}{' '.join(words_)}."
+    return f"{_cap(_field(key))}: {'yes' if value else 'no'}."
 
 
 def _listed(fact: Any, one: str, item: dict[str, Any], rng: random.Random) -> str:
@@ -500,8 +522,8 @@ def shown(value: Any, seen: str) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _numbers(seen: str) -> frozenset[float]:
-    return frozenset(abs(float(t.replace(",", ""))) for t in re.findall(r"-?\d[\d,]*(?:\.\d+)?", seen)
-                     if t.replace(",", "").replace("-", "").replace(".", "", 1).isdigit())
+    """The numbers the results and arguments hold as values (not digits inside a date or a name)."""
+    return frozenset(abs(float(t)) for t in re.findall(r"(?:: |\[|, )(-?\d+(?:\.\d+)?)(?=,|\]|\})", seen))
 
 
 def _desc(change: Any, record: dict[str, Any] | None, seen: str, *, default: str | None = None) -> str:
@@ -536,10 +558,14 @@ def _changed(fact: Any, rng: random.Random) -> list[str]:
         for change in changes[:3]:
             said += _one_change(fact, change, rng)
         if len(changes) > 3:
-            said.append(f"{len(changes) - 3} more {noun(entity)}s too.")
+            said.append(f"Other {noun(entity)}s changed the same way.")
     for (kind, entity), changes in [kv for kv in order if kv not in detailed]:
+        changes = [c for c in changes if c.id in fact.seen]  # records the conversation never showed go unsaid
+        if not changes:
+            continue
         n = len(changes)
-        what = f"{n} {noun(entity)}{'s' if n > 1 else ''}" if n > 1 or kind != "created" else \
+        count = {1: "one", 2: "two", 3: "three"}.get(n, "several")  # a count no result states, said in words
+        what = f"{count} {noun(entity)}{'s' if n > 1 else ''}" if n > 1 or kind != "created" else \
             (describe(entity, changes[0].after or {}) or f"a {noun(entity)}")
         said.append(rng.choice(ALONG).format(what=what, What=_cap(what), was="were" if n > 1 else "was",
                                              done={"created": "created", "deleted": "removed", "updated": "updated"}[kind]))
@@ -559,6 +585,8 @@ def _one_change(fact: Any, change: Any, rng: random.Random) -> list[str]:
         if change.id in fact.seen and change.id not in desc:
             desc = rng.choice((f"{desc} ({change.id})", f"{desc}, id {change.id},", desc))
         frames = CREATED if fact.verb in CREATING else MADE_TOO  # else a record made along the way
+        if frames is CREATED and noun(change.entity)[:4] == fact.verb[:4]:
+            frames = CREATED_SAME  # no "I've invited the invitation", "I shared the share"
         text = rng.choice(frames).format(verbed=past(fact.verb), desc=desc, Desc=_cap(desc), noun=noun(change.entity))
         status = record.get("status")
         if isinstance(status, str) and "status" not in fact.hidden and shown(status, fact.seen) and rng.random() < 0.7:

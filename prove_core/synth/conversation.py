@@ -39,6 +39,7 @@ from prove_core.env.runtime import Environment, ToolResult, example_at
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
 from prove_core.synth.quality import skeleton
+from prove_core.synth.validation import ID_PATTERN as ID_LIKE
 from prove_core.synth.validation import SCHEMA_CODES
 from prove_core.toolkit.answers import sensitive_fields, what_answers, words
 from prove_core.toolkit.phrasing import draw_value, implied_by_wording, slots, takes_args, templates
@@ -580,10 +581,10 @@ class ConversationMachine:
             args[param] = as_argument(prop, ids[0])
             if table is not None:
                 step.records[param] = dict(table.find(ids[0]) or {"id": ids[0]})
+            step.seen_in[param] = json.dumps(source.data, ensure_ascii=False)
             if len(ids) > 1 or (named.get(entity) and ids[0] not in named[entity]):
                 # the user says which one they mean: one of several, or another than they named before
                 step.described.add(param)
-                step.seen_in[param] = json.dumps(source.data, ensure_ascii=False)
                 step.alternatives[param] = [as_argument(prop, x) for x in ids[1: 1 + self.config.alternatives]]
         if step.refs:  # the ids that flowed in are known now: values that belong with them follow
             args = self._fit_values(step, args)
@@ -821,6 +822,9 @@ class ConversationMachine:
         self.env.close(sid)
         if not done:
             raise Unusable("the first call could not be planned")
+        undone = _undoes(done)
+        if undone:  # one goal per conversation: nobody creates a meeting to cancel it a turn later
+            raise Unusable(undone, reason="incoherent_goal")
         turns = self._split(len(done), rng, glued=len(steps) - 1 if sibling is not None else None)
         withheld = self._withheld(done[turns[0][0]:turns[0][1]], rng) if stratum == "missing" else None
         if stratum == "missing" and withheld is None:
@@ -1187,10 +1191,66 @@ def _fix_clause(message: str) -> str | None:
     return clause if len(clause.split()) >= 2 else None
 
 
+# Verbs whose second undoes the first on the same record: a conversation that does both has no goal.
+INVERSES = {("create", "delete"), ("add", "remove"), ("add", "delete"), ("reserve", "cancel"), ("book", "cancel"),
+            ("schedule", "cancel"), ("follow", "unfollow"), ("block", "unblock"), ("join", "leave"),
+            ("archive", "unarchive"), ("label", "unlabel"), ("pin", "unpin"), ("star", "unstar"), ("mute", "unmute"),
+            ("lock", "unlock"), ("freeze", "unfreeze"), ("subscribe", "unsubscribe"), ("like", "unlike"),
+            ("watch", "unwatch"), ("enable", "disable"), ("save", "unsave"), ("post", "delete"), ("comment", "delete"),
+            ("invite", "remove"), ("place", "cancel"), ("start", "stop"), ("open", "close"), ("leave", "join"),
+            ("archive", "restore"), ("delete", "restore"), ("create", "cancel")}
+
+
+def _undoes(steps: list[Step]) -> str | None:
+    """Why a later call undoes an earlier one on the same record (inverse verbs, or one tool
+    with a yes/no value flipped), or None."""
+    done = [s for s in steps if s.result is not None and not s.result.is_error]
+    for i, first in enumerate(done):
+        touched = {v for v in strings_of(first.args) | strings_of(first.ran.data) if ID_LIKE.fullmatch(v)}
+        for later in done[i + 1:]:
+            same = touched & {v for v in strings_of(later.args) if ID_LIKE.fullmatch(v)}
+            if not same:
+                continue
+            a, b = first.tool.name.split("_")[0], later.tool.name.split("_")[0]
+            flipped = first.tool is later.tool and any(isinstance(v, bool) and later.args.get(k) is (not v)
+                                                        for k, v in first.args.items())
+            if (a, b) in INVERSES or flipped:
+                return f"{later.tool.name} undoes {first.tool.name} on {sorted(same)[0]}"
+    return None
+
+
+def strings_of(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return {s for v in value.values() for s in strings_of(v)}
+    if isinstance(value, list):
+        return {s for v in value for s in strings_of(v)}
+    return set()
+
+
 def _names_shown(text: str, record: dict[str, Any], result_text: str) -> bool:
-    """Whether ``text`` names the record by a detail that ``result_text`` shows."""
-    return any(isinstance(v, str) and len(v) >= 3 and v != record.get("id") and v in text
-               and json.dumps(v, ensure_ascii=False) in result_text for v in record.values())
+    """Whether ``text`` names the record by a detail that ``result_text`` shows beside the
+    record's id, in one object (a name shown elsewhere in the result does not tie it to the id)."""
+    rid = record.get("id")
+    named = {v for v in record.values() if isinstance(v, str) and len(v) >= 3 and v != rid and v in text}
+    if not named:
+        return False
+    try:
+        data = json.loads(result_text)
+    except ValueError:
+        return False
+    todo = [data]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, dict):
+            values = set(v for v in value.values() if isinstance(v, str))
+            if rid in values and named & values:
+                return True
+            todo += list(value.values())
+        elif isinstance(value, list):
+            todo += value
+    return False
 
 
 def _shown_with_details(record: dict[str, Any], result_text: str) -> bool:

@@ -58,15 +58,15 @@ def strings(value: Any) -> Iterable[str]:
             yield from strings(v)
 
 
-def _records(value: Any, out: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What each result shows beside an id: the dict with that ``id``, or else a dict that refers
-    to it by ``<entity>_id`` (``{"meeting_id": ..., "title": ...}``), by id."""
+def _records(value: Any, out: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """What each result shows beside an id, by id: every dict with that ``id``, and every dict
+    that refers to it by ``<entity>_id`` (``{"meeting_id": ..., "title": ...}``)."""
     if isinstance(value, dict):
         if isinstance(value.get("id"), str):
-            out[value["id"]] = value
+            out.setdefault(value["id"], []).append(value)
         for k, v in value.items():
             if k.endswith("_id") and isinstance(v, str) and ID_PATTERN.fullmatch(v):
-                out.setdefault(v, value)
+                out.setdefault(v, []).append(value)
         for v in value.values():
             _records(v, out)
     elif isinstance(value, list):
@@ -229,7 +229,9 @@ def unnamed_entity_calls(example: Example, find: ToolFinder | None = None) -> tu
             for rid in ids | set(records):
                 kinds[rid.split("_", 1)[0]].add(rid)
             for rid in ids | set(records):
-                shown.setdefault(rid, []).append((len(kinds[rid.split("_", 1)[0]]), records.get(rid, {})))
+                count = len(kinds[rid.split("_", 1)[0]])
+                for record in records.get(rid) or [{}]:
+                    shown.setdefault(rid, []).append((count, record))
             if isinstance(data, dict) and isinstance(data.get("id"), str):
                 created.add(data["id"])  # the record a call returned as its own
             if find is not None and _writes(example, find, message.name or ""):

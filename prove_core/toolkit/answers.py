@@ -95,6 +95,12 @@ def what_answers(tool: Any, data: Any, request: str = "",
     the request. The reply writer and the corpus check both use it, so they agree."""
     given = list(given)
     listing, items = main_records(data, given)
+    declared = tuple(getattr(tool, "answers", ()) or ())
+    if listing is None and declared and isinstance(data, Mapping) and not set(declared) & set(flat(data)):
+        lists = [(k, v) for k, v in data.items() if isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v)
+                 and set(declared) & set(flat(v[0]))]
+        if lists:  # the tool says its answer is in the records it lists (a search with many echo fields)
+            listing, items = max(lists, key=lambda kv: len(kv[1]))
     records = [flat(item) for item in items]
     fields = answer_fields(tool, records[0], request, given=given) if records else []
     return listing, records, fields
@@ -177,6 +183,8 @@ def value_forms(field: str, value: Any, record: Mapping[str, Any] | None = None)
     if isinstance(value, int | float):
         if is_money(field, value):
             currency = record.get("currency") if isinstance(record.get("currency"), str) else None
+            if currency is not None and currency.islower() and isinstance(value, int):
+                value, currency = value / 100, currency.upper()  # minor units ("eur", 15999): 159.99 EUR
             sign = "-" if value < 0 else ""
             text = f"{abs(value):,.2f}" if round(value, 2) == value else f"{abs(value):,.6f}".rstrip("0")  # 0.5725 stays
             if currency in SIGNS:
@@ -213,6 +221,9 @@ def states(reply: str, field: str, value: Any, record: Mapping[str, Any] | None 
     if isinstance(value, bool):
         return bool(words(field) - _FILLER & words(reply))
     if isinstance(value, int | float):
+        currency = (record or {}).get("currency")
+        if is_money(field, value) and isinstance(currency, str) and currency.islower() and isinstance(value, int):
+            value = value / 100  # minor units, said as major ones (value_forms)
         for token in _NUMBER.findall(reply):
             try:
                 if abs(abs(float(token.replace(",", ""))) - abs(float(value))) < 0.006:
