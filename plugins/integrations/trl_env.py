@@ -613,5 +613,8 @@ def rl_dataset(source: str | Path | Iterable[Mapping[str, Any]]) -> Any:
             rows = list(rl_rows(path))
     else:
         rows = [dict(r) for r in source]
+    from prove_core.model import conversation_of
+
     keys = ("id", "prompt", "tools", "task")
-    return datasets.Dataset.from_list([{k: r[k] for k in keys} for r in rows], features=hf_features()["rl"])
+    return datasets.Dataset.from_list([{**{k: r[k] for k in keys}, "group": r.get("group") or conversation_of(r)}
+                                       for r in rows], features=hf_features()["rl"])

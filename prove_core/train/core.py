@@ -278,19 +278,13 @@ def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[E
     clarification and abstention. Held-out tasks are never trained on, and neither is anything
     derived from the same conversation (a clarification is a prefix of its conversation, a
     perturbed example a variant): a conversation goes to one side whole, with its companions."""
-    together: dict[str, list[int]] = {}
-    for i, example in enumerate(examples):
-        together.setdefault(example.conversation, []).append(i)
-    units = list(together.values())  # each drawn by its first example's behaviour
-    n = min(held_out, max(0, len(units) - 1))
+    n = min(held_out, max(0, len(examples) - 1))
     rng = random.Random(f"held-out:{seed}")
     groups: dict[str, list[int]] = {}
-    for u, members in enumerate(units):
-        groups.setdefault(examples[members[0]].task.expected, []).append(u)
-    for members in groups.values():
-        rng.shuffle(members)
+    for i, example in enumerate(examples):
+        groups.setdefault(example.task.expected, []).append(i)
     names = sorted(groups, key=lambda b: (-len(groups[b]), b))
-    share = {b: n * len(groups[b]) / len(units) for b in names}
+    share = {b: n * len(groups[b]) / len(examples) for b in names}
     quota = {b: int(share[b]) for b in names}
     for b in sorted(names, key=lambda b: (quota[b] - share[b], names.index(b)))[: n - sum(quota.values())]:
         quota[b] += 1  # the largest remainders
@@ -298,7 +292,25 @@ def split(examples: Sequence[Example], held_out: int, seed: int) -> tuple[list[E
         donor = max(names, key=lambda d: (quota[d], -names.index(d)))
         if quota[b] == 0 and len(groups[b]) >= 2 and quota[donor] > 1:
             quota[b], quota[donor] = 1, quota[donor] - 1
-    chosen = {i for b in names for u in groups[b][: quota[b]] for i in units[u]}
+    # whole conversations are drawn until each behaviour's quota is filled (one that would overfill
+    # a quota is passed over), so a held-out task never has a companion in training
+    together: dict[str, list[int]] = {}
+    for i, example in enumerate(examples):
+        together.setdefault(example.conversation, []).append(i)
+    units = list(together.values())
+    rng.shuffle(units)
+    taken = dict.fromkeys(names, 0)
+    chosen: set[int] = set()
+    for members in units:
+        adds: dict[str, int] = {}
+        for i in members:
+            adds[examples[i].task.expected] = adds.get(examples[i].task.expected, 0) + 1
+        if all(taken[b] + k <= quota[b] for b, k in adds.items()):
+            chosen.update(members)
+            for b, k in adds.items():
+                taken[b] += k
+        if taken == quota:
+            break
     return [e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in sorted(chosen)]
 
 

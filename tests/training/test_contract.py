@@ -125,7 +125,8 @@ def test_the_held_out_split_keeps_each_behaviour_in_proportion_and_every_one_rep
     base = load_corpus(corpus)[0]
     kinds = ["call"] * 80 + ["clarify"] * 12 + ["abstain"] * 8
     examples = [attrs.evolve(base, id=f"e{i}", task=attrs.evolve(base.task, expected=k, calls=[] if k != "call"
-                                                                   else base.task.calls))
+                                                                   else base.task.calls,
+                                                                   meta={**base.task.meta, "conversation": f"e{i}"}))
                 for i, k in enumerate(kinds)]
     for n, expected in ((10, {"call": 8, "clarify": 1, "abstain": 1}), (20, {"call": 16, "clarify": 2, "abstain": 2}),
                         (5, {"call": 3, "clarify": 1, "abstain": 1})):
