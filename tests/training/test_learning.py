@@ -38,7 +38,9 @@ def test_grpo_raises_the_held_out_reward_over_the_sft_model(tmp_path):
     print(f"held-out mean reward {before['total']:.3f} -> {after['total']:.3f}; components before "
           f"{before['components']}, after {after['components']}")
     assert before["rollouts"] == after["rollouts"] == HELD_OUT * 2
-    assert before["components"]["validity"] > 0.1, "the SFT warm-up should give a model that calls tools\n" + "\n".join(lines)
+    # the warm-up makes the model call tools (the start model makes ~0.1 calls per rollout); how many
+    # of those calls are valid is what GRPO then improves (docs/training.md has the figures)
+    assert before["calls"] >= 1.0, "the SFT warm-up should give a model that calls tools\n" + "\n".join(lines)
     assert after["total"] > before["total"], "\n".join(lines)
 
 
