@@ -109,7 +109,7 @@ LIST_EMPTY = ("I found no {what}.", "There are no {what}.", "Nothing came up —
 FOUND = ("I found {desc}.", "That's {desc}.", "I looked up {desc}.", "")
 CREATED = ("I've {verbed} {desc}.", "{Desc} is {verbed}.", "{Desc} has been {verbed}.", "I {verbed} {desc}.",
            "{Desc} is {verbed} now.")
-CREATED_SAME = ("Created {desc}.", "Done: {desc}.", "{Desc} is in place.", "That's {desc}, new.")
+CREATED_SAME = ("Created {desc}.", "There is now {desc}.", "{Desc} is in place.", "You now have {desc}.")
 ALONG = ("Along with it, {what} {was} {done}.", "That also {done} {what}.", "{What} {was} {done} with it.")
 MADE_TOO = ("It went through as {desc}.", "That created {desc}.", "It is recorded as {desc}.")
 CREATING = frozenset({"create", "add", "book", "schedule", "send", "make", "open", "invite", "post", "write", "log",
