@@ -350,8 +350,14 @@ def _serve_fleet(names: tuple[str, ...], *, workers: int, host: str, port: int, 
     def stop(signum: int, _frame: Any) -> None:
         raise _Stop(signal.Signals(signum).name)
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too: a process started in the background (a shell's `&`, a service manager, a caller
+    # that ignores SIGINT) inherits it ignored, and Python then never raises KeyboardInterrupt;
+    # a caller's thread may also have passed the signals on blocked
+    stopping = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    before = {signum: signal.getsignal(signum) for signum in stopping}
+    for signum in stopping:
         signal.signal(signum, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping)  # nor may they arrive blocked (an inherited mask)
     fleet = Fleet([*names, *args], workers=workers, host=host, port=port, env={"PROVE_TOKEN": token} if token else None,
                   header_timeout_s=limits.header_timeout_s, body_timeout_s=limits.body_timeout_s,
                   max_connections=limits.max_connections)
@@ -362,9 +368,11 @@ def _serve_fleet(names: tuple[str, ...], *, workers: int, host: str, port: int, 
     except (KeyboardInterrupt, _Stop):
         pass
     finally:
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # a second signal must not cut the stop short
+        for signum in stopping:  # a second signal must not cut the stop short
             signal.signal(signum, signal.SIG_IGN)
         fleet.stop()
+        for signum, handler in before.items():  # a caller in this process gets its handlers back
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 @cli.command("audit")

@@ -275,6 +275,33 @@ def test_prove_serve_workers_stops_everything_on_a_signal_and_frees_the_port(tmp
     assert not [pid for pid in children if running(pid)]  # nginx and the workers stopped with it
 
 
+def _ignore_and_block_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+@needs_nginx
+def test_prove_serve_workers_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
+    """A job started in the background (``&``, a service manager) inherits SIGINT ignored, and a
+    caller may pass it on blocked; the deployment still stops on it."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "prove_core", "serve", "banking", "--transport", "http",
+                             "--workers", "2", "--port", str(port)], env={**os.environ, **ENV},
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "err", "wb"),
+                            preexec_fn=_ignore_and_block_sigint)
+    try:
+        wait_for_port(port, proc, tmp_path / "err")
+        children = children_of(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    assert code == 0, (tmp_path / "err").read_text()
+    deadline = time.monotonic() + 15
+    while (port_answers(port) or [pid for pid in children if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not port_answers(port) and not [pid for pid in children if running(pid)]
+
+
 def test_prove_serve_on_a_busy_port_says_so_in_one_line_before_serving(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
