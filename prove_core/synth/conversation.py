@@ -38,7 +38,7 @@ from prove_core.config import STRATA, MachineConfig
 from prove_core.env.runtime import Environment, ToolResult, example_at
 from prove_core.model import Example, GroundTruthCall, Message, Task, ToolCall
 from prove_core.synth.graph import Chain, Edge, as_argument, flow_values, flowing_values, schema_hash
-from prove_core.synth.quality import skeleton
+from prove_core.synth.quality import skeleton, strings
 from prove_core.synth.validation import ID_PATTERN as ID_LIKE
 from prove_core.synth.validation import SCHEMA_CODES
 from prove_core.toolkit.answers import sensitive_fields, what_answers, words
@@ -1073,11 +1073,11 @@ class _Writer:
         through plainly (no slip, refusal or prerequisite) are sometimes sent together, as
         parallel calls, the way real traces do."""
         batches: list[list[Step]] = []
+        index = {id(s): int(s.id[1:]) - 1 for s in steps}  # a step's place in the conversation (its needs)
         for step in steps:
             plain = step.flawed is None and step.failed is None and step.result is not None \
                 and not step.result.is_error
             last = batches[-1] if batches else None
-            index = {id(s): int(s.id[1:]) - 1 for s in steps}
             if last is not None and plain and getattr(last, "parallel", False) and \
                     not step.needs & {index[id(s)] for s in last}:
                 last.append(step)
@@ -1206,9 +1206,9 @@ def _undoes(steps: list[Step]) -> str | None:
     with a yes/no value flipped), or None."""
     done = [s for s in steps if s.result is not None and not s.result.is_error]
     for i, first in enumerate(done):
-        touched = {v for v in strings_of(first.args) | strings_of(first.ran.data) if ID_LIKE.fullmatch(v)}
+        touched = {v for v in [*strings(first.args), *strings(first.ran.data)] if ID_LIKE.fullmatch(v)}
         for later in done[i + 1:]:
-            same = touched & {v for v in strings_of(later.args) if ID_LIKE.fullmatch(v)}
+            same = touched & {v for v in strings(later.args) if ID_LIKE.fullmatch(v)}
             if not same:
                 continue
             a, b = first.tool.name.split("_")[0], later.tool.name.split("_")[0]
@@ -1217,16 +1217,6 @@ def _undoes(steps: list[Step]) -> str | None:
             if (a, b) in INVERSES or flipped:
                 return f"{later.tool.name} undoes {first.tool.name} on {sorted(same)[0]}"
     return None
-
-
-def strings_of(value: Any) -> set[str]:
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return {s for v in value.values() for s in strings_of(v)}
-    if isinstance(value, list):
-        return {s for v in value for s in strings_of(v)}
-    return set()
 
 
 def _names_shown(text: str, record: dict[str, Any], result_text: str) -> bool:
